@@ -1,0 +1,95 @@
+"""The `mcpcore` console script: `mcpcore run TARGET [--transport ...]`.
+
+TARGET is `path/to/file.py[:attr]` or `package.module[:attr]`; without an
+attribute the first of `server`, `mcp`, `app` (or the only `Server` in the
+module) is used. A callable attribute is called to build the server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import sys
+from types import ModuleType
+from typing import Any, Sequence
+
+from . import __version__
+from .runner import TRANSPORTS, run
+from .server import Server
+
+DEFAULT_ATTRIBUTES = ("server", "mcp", "app")
+
+
+class TargetError(Exception):
+    """A TARGET that does not name a server; the message says what was tried."""
+
+
+def _split(target: str) -> tuple[str, str | None]:
+    location, sep, attr = target.rpartition(":")
+    if sep and attr.isidentifier() and location:
+        return location, attr
+    return target, None
+
+
+def _import(location: str) -> ModuleType:
+    if location.endswith(".py") or os.sep in location or "/" in location:
+        path = os.path.abspath(location)
+        if not os.path.isfile(path):
+            raise TargetError(f"no file {path}")
+        name = os.path.splitext(os.path.basename(path))[0]
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise TargetError(f"cannot import {path} as Python")
+        module = importlib.util.module_from_spec(spec)
+        sys.path.insert(0, os.path.dirname(path))
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+    try:
+        return importlib.import_module(location)
+    except ModuleNotFoundError as error:
+        if error.name and location.startswith(error.name):
+            raise TargetError(f"no file {location!r} and no importable module {location!r}") from None
+        raise
+
+
+def load_target(target: str) -> Server:
+    """The `Server` a TARGET names (raises `TargetError` saying what was tried)."""
+    location, attr = _split(target)
+    module = _import(location)
+    names = (attr,) if attr else DEFAULT_ATTRIBUTES
+    for name in names:
+        found: Any = getattr(module, name, None)
+        if found is None:
+            continue
+        if not isinstance(found, Server) and callable(found):
+            found = found()
+        if isinstance(found, Server):
+            return found
+        raise TargetError(f"{location}:{name} is a {type(found).__name__}, not an mcpcore Server")
+    if attr is None:
+        servers = [v for v in vars(module).values() if isinstance(v, Server)]
+        if len(servers) == 1:
+            return servers[0]
+    raise TargetError(f"{location} has no attribute {' / '.join(names)} holding an mcpcore Server")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mcpcore", description="Run Model Context Protocol servers.")
+    parser.add_argument("--version", action="version", version=f"mcpcore {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    runner = commands.add_parser("run", help="serve a server defined in a file or module")
+    runner.add_argument("target", help="path/to/file.py[:attr] or package.module[:attr]")
+    runner.add_argument("--transport", choices=TRANSPORTS, default="stdio")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    try:
+        server = load_target(args.target)
+    except TargetError as error:
+        sys.exit(f"mcpcore: cannot load {args.target!r}: {error}")
+    run(server, args.transport)

@@ -1,0 +1,113 @@
+"""`Context`: what a tool, resource or prompt function can know and do mid-call.
+
+Injected into any parameter annotated `Context`. It reads the request's
+`_meta` (client capabilities and info, progress token, log level) and sends
+request-scoped notifications through the call's writer, only when the client
+asked for them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .call import Call, Writer
+from .wire import META_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_VERSION, encode_notification, missing_capability
+
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+_LEVEL_RANK = {name: rank for rank, name in enumerate(LOG_LEVELS)}
+
+
+def missing_capabilities(declared: Any, required: dict[str, Any]) -> dict[str, Any]:
+    """The part of `required` that `declared` lacks (nested objects compared key by key)."""
+    missing: dict[str, Any] = {}
+    for key, needed in required.items():
+        have = declared.get(key) if isinstance(declared, dict) else None
+        if have is None:
+            missing[key] = needed
+        elif isinstance(needed, dict) and needed:
+            deeper = missing_capabilities(have, needed)
+            if deeper:
+                missing[key] = deeper
+    return missing
+
+
+class Context:
+    """Per-call facts and request-scoped notifications (progress, log messages)."""
+
+    __slots__ = ("_call", "_writer", "request_id", "meta", "_log_rank")
+
+    def __init__(self, call: Call, writer: Writer, meta: dict[str, Any]) -> None:
+        self._call = call
+        self._writer = writer
+        self.request_id = call.message.get("id")
+        self.meta = meta
+        level = meta.get(META_LOG_LEVEL)
+        self._log_rank = _LEVEL_RANK.get(level) if isinstance(level, str) else None
+
+    @property
+    def protocol_version(self) -> str:
+        return self.meta[META_VERSION]
+
+    @property
+    def client_capabilities(self) -> dict[str, Any]:
+        return self.meta[META_CAPABILITIES]
+
+    @property
+    def client_info(self) -> dict[str, Any] | None:
+        return self.meta.get(META_CLIENT_INFO)
+
+    @property
+    def principal(self) -> str | None:
+        """The authenticated caller, when the transport knows one."""
+        return self._call.principal
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the client cancelled this call (poll it from sync code)."""
+        return self._call.cancelled
+
+    def has_capability(self, **required: Any) -> bool:
+        """`ctx.has_capability(elicitation={})` → whether the client declared it."""
+        return not missing_capabilities(self.client_capabilities, required)
+
+    def require_capability(self, **required: Any) -> None:
+        """Raise the `-32021` error naming what the client did not declare."""
+        missing = missing_capabilities(self.client_capabilities, required)
+        if missing:
+            raise missing_capability(missing)
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """Report progress; sent only when the request carried a `progressToken`."""
+        token = self.meta.get("progressToken")
+        if token is None or self._call.cancelled:
+            return
+        params: dict[str, Any] = {"progressToken": token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await self._writer.notify(encode_notification("notifications/progress", params))
+
+    async def log(self, level: str, data: Any, logger: str | None = None) -> None:
+        """Send a log message; only when the request set a log level at or below `level`."""
+        rank = _LEVEL_RANK.get(level)
+        if rank is None:
+            raise ValueError(f"unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
+        if self._log_rank is None or rank < self._log_rank or self._call.cancelled:
+            return
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger is not None:
+            params["logger"] = logger
+        await self._writer.notify(encode_notification("notifications/message", params))
+
+    async def debug(self, data: Any) -> None:
+        await self.log("debug", data)
+
+    async def info(self, data: Any) -> None:
+        await self.log("info", data)
+
+    async def warning(self, data: Any) -> None:
+        await self.log("warning", data)
+
+    async def error(self, data: Any) -> None:
+        await self.log("error", data)

@@ -1,0 +1,101 @@
+"""Reading a user function once at registration: its parameters and how to call it.
+
+`FunctionInfo` knows which parameter takes the `Context`, the schema and
+converter of every other parameter, and whether the function is async (run in
+the call's task) or sync (run in a worker thread).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import typing
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import anyio.to_thread
+
+from .context import Context
+from .typeschema import Converter, converter_for, jsonable_default, schema_for, split_annotated
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    hint: Any
+    description: str | None
+    required: bool
+    default: Any
+    convert: Converter
+
+
+class FunctionInfo:
+    """The introspected shape of a tool, resource or prompt function."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        self.name = getattr(fn, "__name__", type(fn).__name__)
+        self.doc = inspect.getdoc(fn) or None
+        self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+        hints = typing.get_type_hints(fn, include_extras=True)
+        self.return_hint = hints.get("return", inspect.Signature.empty)
+        self.context_param: str | None = None
+        self.params: list[Param] = []
+        self.accepts_any = False
+        for parameter in inspect.signature(fn).parameters.values():
+            if parameter.kind is parameter.VAR_KEYWORD:
+                self.accepts_any = True
+                continue
+            if parameter.kind is parameter.VAR_POSITIONAL:
+                continue
+            hint = hints.get(parameter.name, Any)
+            if split_annotated(hint)[0] is Context:
+                self.context_param = parameter.name
+                continue
+            base, description = split_annotated(hint)
+            required = parameter.default is inspect.Parameter.empty
+            self.params.append(
+                Param(
+                    parameter.name,
+                    hint,
+                    description,
+                    required,
+                    None if required else parameter.default,
+                    converter_for(base),
+                )
+            )
+
+    def input_schema(self) -> dict[str, Any]:
+        """An object schema with one property per parameter (TypeError if a hint has none)."""
+        properties: dict[str, Any] = {}
+        for param in self.params:
+            try:
+                prop = schema_for(param.hint)
+            except TypeError as error:
+                raise TypeError(f"{self.name}(): parameter {param.name!r}: {error}") from None
+            if not param.required:
+                prop["default"] = jsonable_default(param.default)
+            properties[param.name] = prop
+        schema: dict[str, Any] = {"type": "object", "properties": properties}
+        required = [p.name for p in self.params if p.required]
+        if required:
+            schema["required"] = required
+        if not self.accepts_any:
+            schema["additionalProperties"] = False
+        return schema
+
+    def convert(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Validated JSON arguments to keyword arguments of the right Python types."""
+        kwargs = dict(arguments) if self.accepts_any else {}
+        for param in self.params:
+            if param.name in arguments:
+                kwargs[param.name] = param.convert(arguments[param.name])
+        return kwargs
+
+    async def invoke(self, kwargs: dict[str, Any], context: Context | None) -> Any:
+        """Call the function: in this task if async, else in a worker thread."""
+        if self.context_param is not None:
+            kwargs[self.context_param] = context
+        if self.is_async:
+            return await self.fn(**kwargs)
+        return await anyio.to_thread.run_sync(functools.partial(self.fn, **kwargs), abandon_on_cancel=True)

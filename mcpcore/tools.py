@@ -1,0 +1,116 @@
+"""Tools: definition from a function (or a raw schema) and the `tools/call` logic.
+
+Schemas, the validator, the `x-mcp-header` map and the `tools/list` entry are
+built once here; a call only validates, converts, invokes and shapes the
+result. Invalid arguments and exceptions become `isError` results the model
+can read; `McpError` passes through as a protocol error.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from typing import Any, Callable
+
+import orjson
+
+from .catalog import CacheHints
+from .content import ToolResult, text_block, to_content
+from .context import Context
+from .signature import FunctionInfo
+from .toolheaders import HeaderParam, header_params
+from .typeschema import is_structured, schema_for, to_jsonable
+from .validation import SchemaViolation, Validator
+from .wire import McpError, missing_capability
+from .context import missing_capabilities
+
+_TOOL_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.")
+
+
+def check_tool_name(name: str) -> None:
+    if not 1 <= len(name) <= 128 or not set(name) <= _TOOL_NAME_CHARS:
+        raise ValueError(f"tool name {name!r} must be 1-128 characters of A-Z a-z 0-9 _ - .")
+
+
+class Tool:
+    """A registered tool."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        input_schema: dict[str, Any] | None = None,
+        output_schema: dict[str, Any] | None = None,
+        annotations: dict[str, Any] | None = None,
+        requires: dict[str, Any] | None = None,
+        meta: dict[str, Any] | None = None,
+        cache: CacheHints | None = None,
+    ) -> None:
+        self.info = FunctionInfo(fn)
+        self.key = name or self.info.name
+        check_tool_name(self.key)
+        self.raw_schema = input_schema is not None
+        if input_schema is not None and input_schema.get("type") != "object":
+            raise ValueError(f"tool {self.key!r}: an input schema needs \"type\": \"object\" at its root")
+        self.input_schema = input_schema if input_schema is not None else self.info.input_schema()
+        self.validator = Validator(self.input_schema)
+        self.headers: tuple[HeaderParam, ...] = header_params(self.key, self.input_schema)
+        self.structured = output_schema is not None or is_structured(self.info.return_hint)
+        if output_schema is None and self.structured:
+            output_schema = schema_for(self.info.return_hint)
+        self.output_schema = output_schema
+        self.requires = requires or {}
+        self.cache = cache or CacheHints()
+        entry: dict[str, Any] = {"name": self.key}
+        if title:
+            entry["title"] = title
+        entry["description"] = description or self.info.doc or ""
+        entry["inputSchema"] = self.input_schema
+        if output_schema is not None:
+            entry["outputSchema"] = output_schema
+        if annotations:
+            entry["annotations"] = annotations
+        if meta:
+            entry["_meta"] = meta
+        self._entry = entry
+
+    def describe(self) -> dict[str, Any]:
+        return self._entry
+
+    async def call(self, arguments: dict[str, Any], context: Context) -> dict[str, Any]:
+        """Run the tool and return a `CallToolResult` body (without resultType/_meta)."""
+        if self.requires:
+            missing = missing_capabilities(context.client_capabilities, self.requires)
+            if missing:
+                raise missing_capability(missing)
+        try:
+            self.validator.validate(arguments)
+        except SchemaViolation as violation:
+            return _error_result(f"Invalid arguments for tool {self.key!r}: {violation}")
+        kwargs = arguments if self.raw_schema else self.info.convert(arguments)
+        try:
+            value = await self.info.invoke(dict(kwargs), context)
+        except McpError:
+            raise
+        except Exception as error:  # the tool failed: tell the model, keep serving
+            traceback.print_exc(file=sys.stderr)
+            return _error_result(f"Error in tool {self.key!r}: {type(error).__name__}: {error}")
+        return self.shape(value)
+
+    def shape(self, value: Any) -> dict[str, Any]:
+        if isinstance(value, ToolResult):
+            return value.to_result()
+        if self.structured:
+            structured = to_jsonable(value)
+            return {
+                "content": [text_block(orjson.dumps(structured).decode())],
+                "structuredContent": structured,
+            }
+        return {"content": to_content(value)}
+
+
+def _error_result(text: str) -> dict[str, Any]:
+    return {"content": [text_block(text)], "isError": True}

@@ -1,0 +1,258 @@
+"""A small JSON Schema (2020-12) validator for tool arguments.
+
+It covers the keywords that generated schemas use and the common ones in
+hand-written schemas (types, enum/const, object and array keywords, string and
+number bounds, composition, if/then/else, local `$ref`). Unknown keywords are
+annotations and are ignored. Errors name the failing field, so a model can
+correct its call. No dependency; `$ref` never leaves the document.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from functools import lru_cache
+from typing import Any
+
+_MAX_DEPTH = 64
+
+_TYPE_NAMES = {
+    str: "string",
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    type(None): "null",
+    list: "array",
+    dict: "object",
+}
+
+
+class SchemaViolation(Exception):
+    """A value does not match a schema; `path` names the field."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}" if path else message)
+        self.path = path
+        self.detail = message
+
+
+def json_type(value: Any) -> str:
+    return _TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+def _is_type(value: Any, name: str) -> bool:
+    if name == "integer":
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, float) and value.is_integer()
+        )
+    if name == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return _TYPE_NAMES.get(type(value)) == name
+
+
+@lru_cache(maxsize=256)
+def _regex(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def _join(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else key
+
+
+def _describe(schema: dict[str, Any]) -> str:
+    if "enum" in schema:
+        return "one of " + ", ".join(repr(v) for v in schema["enum"])
+    if "const" in schema:
+        return f"exactly {schema['const']!r}"
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return " or ".join(kind)
+    return kind or "a matching value"
+
+
+class Validator:
+    """Validates values against one schema document (the root of its `$ref`s)."""
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        self.root = schema
+        self._anchors = dict(_collect_anchors(schema))
+
+    def validate(self, value: Any) -> None:
+        """Raise `SchemaViolation` for the first problem found."""
+        self._check(value, self.root, "", 0)
+
+    def _resolve(self, ref: str) -> dict[str, Any]:
+        if ref.startswith("#/") or ref == "#":
+            node: Any = self.root
+            for part in ref[2:].split("/") if ref != "#" else []:
+                part = part.replace("~1", "/").replace("~0", "~")
+                node = node[int(part)] if isinstance(node, list) else node.get(part)
+                if node is None:
+                    break
+            if isinstance(node, dict):
+                return node
+        elif ref.startswith("#") and ref[1:] in self._anchors:
+            return self._anchors[ref[1:]]
+        raise SchemaViolation("", f"the tool's schema has an unresolvable $ref {ref!r}")
+
+    def _check(self, value: Any, schema: Any, path: str, depth: int) -> None:
+        if schema is True or schema == {}:
+            return
+        if schema is False:
+            raise SchemaViolation(path, "no value is allowed here")
+        if depth > _MAX_DEPTH:
+            raise SchemaViolation(path, "the schema nests too deeply to validate")
+        if "$ref" in schema:
+            self._check(value, self._resolve(schema["$ref"]), path, depth + 1)
+        kind = schema.get("type")
+        if kind is not None:
+            kinds = kind if isinstance(kind, list) else [kind]
+            if not any(_is_type(value, k) for k in kinds):
+                raise SchemaViolation(path, f"expected {_describe(schema)}, got {json_type(value)}")
+        if "enum" in schema and not any(_equal(value, v) for v in schema["enum"]):
+            raise SchemaViolation(path, f"expected {_describe(schema)}, got {value!r}")
+        if "const" in schema and not _equal(value, schema["const"]):
+            raise SchemaViolation(path, f"expected {_describe(schema)}, got {value!r}")
+        if isinstance(value, dict):
+            self._check_object(value, schema, path, depth)
+        elif isinstance(value, list):
+            self._check_array(value, schema, path, depth)
+        elif isinstance(value, str):
+            _check_string(value, schema, path)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            _check_number(value, schema, path)
+        self._check_composition(value, schema, path, depth)
+
+    def _check_object(self, value: dict[str, Any], schema: dict[str, Any], path: str, depth: int) -> None:
+        for name in schema.get("required", ()):
+            if name not in value:
+                raise SchemaViolation(_join(path, name), "is required but missing")
+        properties = schema.get("properties", {})
+        patterns = schema.get("patternProperties", {})
+        extra = schema.get("additionalProperties", True)
+        for key, item in value.items():
+            matched = False
+            if key in properties:
+                matched = True
+                self._check(item, properties[key], _join(path, key), depth + 1)
+            for pattern, sub in patterns.items():
+                if _regex(pattern).search(key):
+                    matched = True
+                    self._check(item, sub, _join(path, key), depth + 1)
+            if not matched:
+                if extra is False:
+                    allowed = ", ".join(sorted(properties)) or "none"
+                    raise SchemaViolation(_join(path, key), f"is not an accepted field (accepted: {allowed})")
+                self._check(item, extra, _join(path, key), depth + 1)
+        if "minProperties" in schema and len(value) < schema["minProperties"]:
+            raise SchemaViolation(path, f"needs at least {schema['minProperties']} fields")
+        if "maxProperties" in schema and len(value) > schema["maxProperties"]:
+            raise SchemaViolation(path, f"allows at most {schema['maxProperties']} fields")
+        for name, needed in schema.get("dependentRequired", {}).items():
+            if name in value:
+                for other in needed:
+                    if other not in value:
+                        raise SchemaViolation(_join(path, other), f"is required when {name!r} is given")
+
+    def _check_array(self, value: list[Any], schema: dict[str, Any], path: str, depth: int) -> None:
+        prefix = schema.get("prefixItems", [])
+        for index, sub in enumerate(prefix[: len(value)]):
+            self._check(value[index], sub, _join(path, index), depth + 1)
+        items = schema.get("items")
+        if items is not None:
+            for index in range(len(prefix), len(value)):
+                self._check(value[index], items, _join(path, index), depth + 1)
+        if "minItems" in schema and len(value) < schema["minItems"]:
+            raise SchemaViolation(path, f"needs at least {schema['minItems']} items, got {len(value)}")
+        if "maxItems" in schema and len(value) > schema["maxItems"]:
+            raise SchemaViolation(path, f"allows at most {schema['maxItems']} items, got {len(value)}")
+        if schema.get("uniqueItems"):
+            for i in range(len(value)):
+                for j in range(i):
+                    if _equal(value[i], value[j]):
+                        raise SchemaViolation(_join(path, i), "repeats an earlier item; items must be unique")
+        if "contains" in schema:
+            if not any(self._matches(v, schema["contains"], depth) for v in value):
+                raise SchemaViolation(path, "contains no item of the required kind")
+
+    def _check_composition(self, value: Any, schema: dict[str, Any], path: str, depth: int) -> None:
+        for sub in schema.get("allOf", ()):
+            self._check(value, sub, path, depth + 1)
+        if "anyOf" in schema and not any(self._matches(value, s, depth) for s in schema["anyOf"]):
+            raise SchemaViolation(path, f"expected {_alternatives(schema['anyOf'])}, got {json_type(value)}")
+        if "oneOf" in schema:
+            hits = sum(1 for s in schema["oneOf"] if self._matches(value, s, depth))
+            if hits != 1:
+                raise SchemaViolation(path, f"must match exactly one of {_alternatives(schema['oneOf'])}")
+        if "not" in schema and self._matches(value, schema["not"], depth):
+            raise SchemaViolation(path, "matches a schema it must not match")
+        if "if" in schema:
+            branch = "then" if self._matches(value, schema["if"], depth) else "else"
+            if branch in schema:
+                self._check(value, schema[branch], path, depth + 1)
+
+    def _matches(self, value: Any, schema: Any, depth: int) -> bool:
+        try:
+            self._check(value, schema, "", depth + 1)
+        except SchemaViolation:
+            return False
+        return True
+
+
+def _alternatives(schemas: list[Any]) -> str:
+    return " or ".join(_describe(s) if isinstance(s, dict) else str(s) for s in schemas)
+
+
+def _check_string(value: str, schema: dict[str, Any], path: str) -> None:
+    if "minLength" in schema and len(value) < schema["minLength"]:
+        raise SchemaViolation(path, f"needs at least {schema['minLength']} characters")
+    if "maxLength" in schema and len(value) > schema["maxLength"]:
+        raise SchemaViolation(path, f"allows at most {schema['maxLength']} characters")
+    if "pattern" in schema and not _regex(schema["pattern"]).search(value):
+        raise SchemaViolation(path, f"must match the pattern {schema['pattern']!r}")
+
+
+def _check_number(value: float, schema: dict[str, Any], path: str) -> None:
+    if "minimum" in schema and value < schema["minimum"]:
+        raise SchemaViolation(path, f"must be >= {schema['minimum']}, got {value}")
+    if "maximum" in schema and value > schema["maximum"]:
+        raise SchemaViolation(path, f"must be <= {schema['maximum']}, got {value}")
+    if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
+        raise SchemaViolation(path, f"must be > {schema['exclusiveMinimum']}, got {value}")
+    if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
+        raise SchemaViolation(path, f"must be < {schema['exclusiveMaximum']}, got {value}")
+    step = schema.get("multipleOf")
+    if step and not math.isclose(value / step, round(value / step), abs_tol=1e-9):
+        raise SchemaViolation(path, f"must be a multiple of {step}, got {value}")
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """JSON equality: booleans never equal numbers."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    return a == b
+
+
+def _collect_anchors(schema: Any) -> list[tuple[str, dict[str, Any]]]:
+    found: list[tuple[str, dict[str, Any]]] = []
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("$anchor"), str):
+                found.append((node["$anchor"], node))
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found
+
+
+def matches(value: Any, schema: dict[str, Any]) -> bool:
+    """Whether a value matches a self-contained schema."""
+    try:
+        Validator(schema).validate(value)
+    except SchemaViolation:
+        return False
+    return True
