@@ -83,6 +83,9 @@ def _parser() -> argparse.ArgumentParser:
     runner = commands.add_parser("run", help="serve a server defined in a file or module")
     runner.add_argument("target", help="path/to/file.py[:attr] or package.module[:attr]")
     runner.add_argument("--transport", choices=TRANSPORTS, default="stdio")
+    runner.add_argument("--max-in-flight", type=int, help="concurrent calls before reading pauses (stdio: 128)")
+    runner.add_argument("--max-line-bytes", type=int, help="largest accepted message line (stdio: 64 MiB)")
+    runner.add_argument("--grace-period", type=float, help="seconds in-flight calls get to finish at shutdown (2)")
     return parser
 
 
@@ -92,4 +95,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         server = load_target(args.target)
     except TargetError as error:
         sys.exit(f"mcpcore: cannot load {args.target!r}: {error}")
-    run(server, args.transport)
+    options = {
+        name: getattr(args, name)
+        for name in ("max_in_flight", "max_line_bytes", "grace_period")
+        if getattr(args, name) is not None
+    }
+    run(server, args.transport, **options)

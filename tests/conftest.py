@@ -1,0 +1,35 @@
+"""Shared fixtures: the anyio backend and request builders."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+VERSION = "2026-07-28"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def meta(**extra: Any) -> dict[str, Any]:
+    """A valid request `_meta`; keyword arguments are added to it."""
+    base: dict[str, Any] = {
+        "io.modelcontextprotocol/protocolVersion": VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "mcpcore-tests", "version": "0"},
+    }
+    base.update(extra)
+    return base
+
+
+def request(method: str, request_id: Any = 1, _meta: dict[str, Any] | None = None, **params: Any) -> dict[str, Any]:
+    """A 2026-07-28 request with a valid `_meta` unless one is given."""
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {**params, "_meta": _meta or meta()}}

@@ -1,0 +1,83 @@
+"""Loading a TARGET: file paths, modules, attributes, factories, clear failures."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from mcpcore import Server
+from mcpcore.cli import TargetError, load_target
+
+SERVER_SOURCE = """
+from mcpcore import Server
+{name} = Server("{label}")
+"""
+
+
+def write(path: Path, text: str) -> str:
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+def test_file_path_uses_the_default_attribute_server(tmp_path: Path) -> None:
+    target = write(tmp_path / "one.py", SERVER_SOURCE.format(name="server", label="one"))
+    assert load_target(target).name == "one"
+
+
+def test_file_path_with_an_explicit_attribute(tmp_path: Path) -> None:
+    target = write(tmp_path / "two.py", SERVER_SOURCE.format(name="custom", label="two"))
+    assert load_target(f"{target}:custom").name == "two"
+
+
+def test_mcp_and_app_are_default_attributes_too(tmp_path: Path) -> None:
+    assert load_target(write(tmp_path / "m.py", SERVER_SOURCE.format(name="mcp", label="m"))).name == "m"
+    assert load_target(write(tmp_path / "a.py", SERVER_SOURCE.format(name="app", label="a"))).name == "a"
+
+
+def test_the_only_server_in_a_module_is_found_under_any_name(tmp_path: Path) -> None:
+    assert load_target(write(tmp_path / "lone.py", SERVER_SOURCE.format(name="whatever", label="lone"))).name == "lone"
+
+
+def test_a_callable_attribute_is_called_to_build_the_server(tmp_path: Path) -> None:
+    target = write(tmp_path / "factory.py", "from mcpcore import Server\ndef make():\n    return Server('built')\n")
+    assert load_target(f"{target}:make").name == "built"
+
+
+def test_dotted_module_with_attribute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    package = tmp_path / "pkg_for_cli_test"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    write(package / "mod.py", SERVER_SOURCE.format(name="srv", label="dotted"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert load_target("pkg_for_cli_test.mod:srv").name == "dotted"
+    sys.modules.pop("pkg_for_cli_test.mod", None)
+
+
+def test_missing_file_names_the_path_tried(tmp_path: Path) -> None:
+    with pytest.raises(TargetError, match="no file .*nope.py"):
+        load_target(str(tmp_path / "nope.py"))
+
+
+def test_missing_module_says_what_was_tried() -> None:
+    with pytest.raises(TargetError, match="no importable module 'not_a_module_abc'"):
+        load_target("not_a_module_abc")
+
+
+def test_attribute_of_the_wrong_type_is_named(tmp_path: Path) -> None:
+    target = write(tmp_path / "wrong.py", "server = 42\n")
+    with pytest.raises(TargetError, match="server is a int, not an mcpcore Server"):
+        load_target(target)
+
+
+def test_no_server_at_all_lists_the_attributes_tried(tmp_path: Path) -> None:
+    target = write(tmp_path / "empty.py", "x = 1\n")
+    with pytest.raises(TargetError, match="server / mcp / app"):
+        load_target(target)
+
+
+def test_load_target_returns_a_server_instance(tmp_path: Path) -> None:
+    target = write(tmp_path / "inst.py", SERVER_SOURCE.format(name="server", label="inst"))
+    assert isinstance(load_target(target), Server)

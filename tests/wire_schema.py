@@ -1,0 +1,80 @@
+"""Validate every message the server sends against the 2026-07-28 wire schema.
+
+`check(message, method)` validates a parsed message as a JSON-RPC message and,
+when the request's method is known, as that method's specific response or
+error type. Test clients call it on every message they receive.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+SPEC_DIR = Path(os.environ.get("MCP_SPEC_DIR", Path(__file__).resolve().parents[2] / "shared" / "spec"))
+SCHEMA_PATH = SPEC_DIR / "2026-07-28" / "schema.json"
+
+RESULT_TYPES = {
+    "server/discover": "DiscoverResultResponse",
+    "tools/list": "ListToolsResultResponse",
+    "tools/call": "CallToolResultResponse",
+    "resources/list": "ListResourcesResultResponse",
+    "resources/templates/list": "ListResourceTemplatesResultResponse",
+    "resources/read": "ReadResourceResultResponse",
+    "prompts/list": "ListPromptsResultResponse",
+    "prompts/get": "GetPromptResultResponse",
+    "completion/complete": "CompleteResultResponse",
+    "subscriptions/listen": "SubscriptionsListenResultResponse",
+}
+ERROR_TYPES = {
+    -32020: "HeaderMismatchError",
+    -32021: "MissingRequiredClientCapabilityError",
+    -32022: "UnsupportedProtocolVersionError",
+}
+NOTIFICATION_TYPES = {
+    "notifications/progress": "ProgressNotification",
+    "notifications/message": "LoggingMessageNotification",
+    "notifications/cancelled": "CancelledNotification",
+    "notifications/resources/updated": "ResourceUpdatedNotification",
+    "notifications/resources/list_changed": "ResourceListChangedNotification",
+    "notifications/tools/list_changed": "ToolListChangedNotification",
+    "notifications/prompts/list_changed": "PromptListChangedNotification",
+    "notifications/subscriptions/acknowledged": "SubscriptionsAcknowledgedNotification",
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _schema() -> dict[str, Any]:
+    return json.loads(SCHEMA_PATH.read_text())
+
+
+@functools.lru_cache(maxsize=None)
+def validator(definition: str) -> Draft202012Validator:
+    schema = _schema()
+    assert definition in schema["$defs"], f"{definition} is not in the wire schema"
+    return Draft202012Validator({"$ref": f"#/$defs/{definition}", "$defs": schema["$defs"]})
+
+
+def check(message: Any, method: str | None = None) -> Any:
+    """Assert that a message the server sent is valid on the 2026-07-28 wire."""
+    validator("JSONRPCMessage").validate(message)
+    if "method" in message:
+        assert "id" not in message, "the server must never send requests"
+        definition = NOTIFICATION_TYPES.get(message["method"])
+        assert definition, f"the server sent an unknown notification {message['method']!r}"
+        validator(definition).validate(message)
+    elif "error" in message:
+        definition = ERROR_TYPES.get(message["error"]["code"], "JSONRPCErrorResponse")
+        validator(definition).validate(message)
+        assert not -32099 <= message["error"]["code"] <= -32023, "undefined MCP-reserved error code"
+    else:
+        result = message["result"]
+        assert result.get("resultType") in ("complete", "input_required"), "every result needs resultType"
+        assert "io.modelcontextprotocol/serverInfo" in result.get("_meta", {}), "every result carries serverInfo"
+        if method in RESULT_TYPES:
+            validator(RESULT_TYPES[method]).validate(message)
+    return message
