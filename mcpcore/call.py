@@ -17,7 +17,8 @@ class Writer(Protocol):
 
     async def notify(self, message: bytes) -> None: ...
 
-    async def respond(self, message: bytes) -> None: ...
+    async def respond(self, message: bytes, error_code: int | None = None) -> None:
+        """Send the final response; `error_code` is set when it is a JSON-RPC error."""
 
 
 @dataclass(slots=True)

@@ -83,10 +83,26 @@ def _parser() -> argparse.ArgumentParser:
     runner = commands.add_parser("run", help="serve a server defined in a file or module")
     runner.add_argument("target", help="path/to/file.py[:attr] or package.module[:attr]")
     runner.add_argument("--transport", choices=TRANSPORTS, default="stdio")
-    runner.add_argument("--max-in-flight", type=int, help="concurrent calls before reading pauses (stdio: 128)")
-    runner.add_argument("--max-line-bytes", type=int, help="largest accepted message line (stdio: 64 MiB)")
-    runner.add_argument("--grace-period", type=float, help="seconds in-flight calls get to finish at shutdown (2)")
+    runner.add_argument("--max-in-flight", type=int, help="concurrent calls before reading pauses (stdio 128, http 1024)")
+    runner.add_argument("--grace-period", type=float, help="seconds in-flight calls get to finish at shutdown (stdio 2, http 5)")
+    stdio = runner.add_argument_group("stdio")
+    stdio.add_argument("--max-line-bytes", type=int, help="largest accepted message line (64 MiB)")
+    http = runner.add_argument_group("http")
+    http.add_argument("--host", help="address to bind (127.0.0.1)")
+    http.add_argument("--port", type=int, help="port to bind (8000; 0 picks a free one)")
+    http.add_argument("--path", help="the MCP endpoint path (/mcp)")
+    http.add_argument("--allow-origin", dest="allowed_origins", action="append", metavar="ORIGIN",
+                      help="an extra allowed Origin, e.g. https://app.example (repeatable)")
+    http.add_argument("--allow-host", dest="allowed_hosts", action="append", metavar="HOST",
+                      help="an extra allowed Host name (repeatable)")
+    http.add_argument("--max-body-bytes", type=int, help="largest accepted request body (4 MiB)")
+    http.add_argument("--max-connections", type=int, help="open connections before new ones get 503 (1000)")
     return parser
+
+
+_STDIO_OPTIONS = ("max_in_flight", "max_line_bytes", "grace_period")
+_HTTP_OPTIONS = ("max_in_flight", "grace_period", "host", "port", "path", "allowed_origins", "allowed_hosts",
+                 "max_body_bytes", "max_connections")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -95,9 +111,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         server = load_target(args.target)
     except TargetError as error:
         sys.exit(f"mcpcore: cannot load {args.target!r}: {error}")
-    options = {
-        name: getattr(args, name)
-        for name in ("max_in_flight", "max_line_bytes", "grace_period")
-        if getattr(args, name) is not None
-    }
+    names = _HTTP_OPTIONS if args.transport == "http" else _STDIO_OPTIONS
+    options = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    for name in ("allowed_origins", "allowed_hosts"):
+        if name in options:
+            options[name] = tuple(options[name])
     run(server, args.transport, **options)

@@ -1,48 +1,61 @@
 """Running a server in this process: the composition root of core and transports.
 
 The only place in `mcpcore` that imports `transports` (lazily). It serves until
-the transport ends (stdin EOF) or SIGINT/SIGTERM arrives, then returns.
+the transport ends (stdin EOF) or a signal arrives: the first SIGINT/SIGTERM
+stops gracefully (HTTP drains in-flight calls), a second one stops at once.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import signal
 import sys
 import threading
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable
 
 import anyio
+import anyio.abc
 
 from .server import Server
 
-TRANSPORTS = ("stdio",)
+TRANSPORTS = ("stdio", "http")
 
 
-async def _until_signal(serve: Callable[[], Awaitable[None]]) -> None:
+async def _stop_on_signals(stop: Callable[[], None], scope: anyio.CancelScope) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        first = True
+        async for _ in signals:
+            if first:
+                stop()
+                first = False
+            else:
+                scope.cancel()
+
+
+async def _serve(server: Server, transport: str, options: dict[str, Any]) -> None:
     async with anyio.create_task_group() as tasks:
+        if transport == "http":
+            from transports.http import HttpConfig, HttpServer
 
-        async def stop_on_signal() -> None:
-            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                async for _ in signals:
-                    tasks.cancel_scope.cancel()
-                    return
+            http = HttpServer(server, HttpConfig(**options))
+            tasks.start_soon(_stop_on_signals, http.stop, tasks.cancel_scope)
+            async with anyio.create_task_group() as serving:
+                await serving.start(http.serve)
+                print(f"mcpcore: serving {server.name!r} at {http.url}", file=sys.stderr, flush=True)
+        else:
+            from transports.stdio import serve_stdio
 
-        tasks.start_soon(stop_on_signal)
-        await serve()
+            async with anyio.create_task_group() as serving:
+                tasks.start_soon(_stop_on_signals, serving.cancel_scope.cancel, tasks.cancel_scope)
+                await serve_stdio(server, **options)
         tasks.cancel_scope.cancel()
 
 
 def run(server: Server, transport: str = "stdio", **options: Any) -> None:
     """Serve until the transport ends or a signal arrives."""
-    if transport == "stdio":
-        from transports.stdio import serve_stdio
-
-        serve = functools.partial(serve_stdio, server, **options)
-    else:
+    if transport not in TRANSPORTS:
         raise ValueError(f"unknown transport {transport!r}; choose one of {', '.join(TRANSPORTS)}")
-    anyio.run(_until_signal, serve)
+    anyio.run(_serve, server, transport, options)
     # A cancelled sync tool may still occupy a worker thread; do not wait for it.
     if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
         sys.stderr.flush()

@@ -210,15 +210,16 @@ class Server:
     async def handle(self, call: Call, writer: Writer) -> None:
         """Answer one request: notifications (if any) then exactly one response."""
         request_id = call.message.get("id")
+        code = None
         try:
             response = encode_raw_result(request_id, await self._dispatch(call, writer))
         except McpError as error:
-            response = encode_error(request_id, error)
+            code, response = error.code, encode_error(request_id, error)
         except Exception:  # a bug on our side or in user code outside a tool
             traceback.print_exc(file=sys.stderr)
-            response = encode_error(request_id, McpError(INTERNAL_ERROR, "Internal error"))
+            code, response = INTERNAL_ERROR, encode_error(request_id, McpError(INTERNAL_ERROR, "Internal error"))
         if not call.cancelled:
-            await writer.respond(response)
+            await writer.respond(response, code)
 
     async def _dispatch(self, call: Call, writer: Writer) -> bytes:
         method = call.message["method"]

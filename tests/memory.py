@@ -22,9 +22,10 @@ class MemoryWriter:
         assert self.response is None, "notification after the response"
         self.notifications.append(check(orjson.loads(message)))
 
-    async def respond(self, message: bytes) -> None:
+    async def respond(self, message: bytes, error_code: int | None = None) -> None:
         assert self.response is None, "second response for one call"
         self.response = check(orjson.loads(message), self.method)
+        assert error_code == self.response.get("error", {}).get("code"), "error_code must match the body"
 
 
 async def exchange(server: Server, message: dict[str, Any]) -> MemoryWriter:

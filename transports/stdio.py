@@ -109,7 +109,7 @@ class _CallWriter:
         if not self.call.cancelled:
             await self.lines.write(message)
 
-    async def respond(self, message: bytes) -> None:
+    async def respond(self, message: bytes, error_code: int | None = None) -> None:
         if not self.call.cancelled:
             await self.lines.write(message)
 

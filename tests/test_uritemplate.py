@@ -1,0 +1,186 @@
+"""Matching URIs against RFC 6570 templates (mcpcore.uritemplate)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mcpcore.uritemplate import UriTemplate
+
+
+def test_simple_variable_is_extracted() -> None:
+    assert UriTemplate("test://template/{id}/data").match("test://template/123/data") == {"id": "123"}
+
+
+def test_variables_lists_names_in_template_order() -> None:
+    assert UriTemplate("db://{schema}/{table}{?limit}").variables == ["schema", "table", "limit"]
+
+
+def test_multiple_variables_are_each_extracted() -> None:
+    assert UriTemplate("db://{schema}/{table}").match("db://public/users") == {"schema": "public", "table": "users"}
+
+
+def test_comma_separated_variables_in_one_expression() -> None:
+    assert UriTemplate("point/{x,y}").match("point/1,2") == {"x": "1", "y": "2"}
+
+
+def test_simple_variable_does_not_span_a_slash() -> None:
+    assert UriTemplate("test://template/{id}/data").match("test://template/1/2/data") is None
+
+
+def test_reserved_expansion_spans_slashes() -> None:
+    assert UriTemplate("file:///{+path}").match("file:///a/b/c.txt") == {"path": "a/b/c.txt"}
+
+
+def test_values_are_percent_decoded() -> None:
+    assert UriTemplate("users/{name}").match("users/J%C3%BCrgen%20X") == {"name": "Jürgen X"}
+
+
+def test_reserved_values_are_percent_decoded() -> None:
+    assert UriTemplate("file:///{+path}").match("file:///dir/b%20c.txt") == {"path": "dir/b c.txt"}
+
+
+def test_exploded_path_segments_are_captured_together() -> None:
+    assert UriTemplate("repo{/segs*}").match("repo/a/b/c") == {"segs": "a/b/c"}
+
+
+def test_path_segment_expression_needs_its_leading_slash() -> None:
+    assert UriTemplate("repo{/seg}").match("repoX") is None
+
+
+def test_label_expansion_extracts_the_extension() -> None:
+    assert UriTemplate("file/{name}{.ext}").match("file/report.pdf") == {"name": "report", "ext": "pdf"}
+
+
+def test_path_parameter_expansion_extracts_named_values() -> None:
+    assert UriTemplate("map{;x,y}").match("map;x=1;y=2") == {"x": "1", "y": "2"}
+
+
+def test_query_variables_match_in_template_order() -> None:
+    assert UriTemplate("search{?q,lang}").match("search?q=cats&lang=en") == {"q": "cats", "lang": "en"}
+
+
+def test_query_variables_match_in_any_order() -> None:
+    assert UriTemplate("search{?q,lang}").match("search?lang=en&q=cats") == {"q": "cats", "lang": "en"}
+
+
+def test_query_variables_may_be_partly_absent() -> None:
+    assert UriTemplate("search{?q,lang}").match("search?q=cats") == {"q": "cats"}
+
+
+def test_query_may_be_entirely_absent() -> None:
+    assert UriTemplate("search{?q,lang}").match("search") == {}
+
+
+def test_query_ignores_unknown_parameters_and_decodes_values() -> None:
+    assert UriTemplate("search{?q}").match("search?q=a%20b&other=1") == {"q": "a b"}
+
+
+def test_query_continuation_is_read_with_the_query() -> None:
+    assert UriTemplate("s{?q}{&page}").match("s?q=a&page=2") == {"q": "a", "page": "2"}
+
+
+def test_fragment_expression_extracts_decoded_fragment() -> None:
+    assert UriTemplate("doc{#frag}").match("doc#sec%201") == {"frag": "sec 1"}
+
+
+def test_fragment_expression_is_optional() -> None:
+    assert UriTemplate("doc{#frag}").match("doc") == {}
+
+
+def test_non_matching_scheme_returns_none() -> None:
+    assert UriTemplate("test://template/{id}/data").match("other://template/1/data") is None
+
+
+def test_trailing_text_prevents_a_match() -> None:
+    assert UriTemplate("test://x/{id}").match("test://x/1/extra") is None
+
+
+def test_literal_dot_is_not_a_regex_wildcard() -> None:
+    template = UriTemplate("a.b/{id}")
+    assert template.match("aXb/1") is None
+    assert template.match("a.b/1") == {"id": "1"}
+
+
+def test_literal_regex_metacharacters_match_only_themselves() -> None:
+    template = UriTemplate("a(b)+[c]*/{id}")
+    assert template.match("a(b)+[c]*/1") == {"id": "1"}
+    assert template.match("abb/1") is None
+
+
+def test_template_without_expressions_matches_only_itself() -> None:
+    template = UriTemplate("test://static")
+    assert template.match("test://static") == {}
+    assert template.match("test://static2") is None
+    assert template.variables == []
+
+
+@pytest.mark.parametrize("template", ["{a}{", "a}", "{a", "x/{id"])
+def test_unbalanced_brace_after_last_expression_raises_value_error(template: str) -> None:
+    with pytest.raises(ValueError, match="unbalanced brace"):
+        UriTemplate(template)
+
+
+@pytest.mark.xfail(
+    reason="uritemplate.py:54 only checks the text after the last expression for stray braces; "
+    "'x}/{id}' compiles and matches the literal 'x}/'",
+    strict=True,
+)
+def test_unbalanced_brace_before_an_expression_raises_value_error() -> None:
+    with pytest.raises(ValueError):
+        UriTemplate("x}/{id}")
+
+
+@pytest.mark.parametrize("template", ["{a-b}", "{}", "{a b}", "{%zz}", "{a,}"])
+def test_invalid_variable_name_raises_value_error(template: str) -> None:
+    with pytest.raises(ValueError, match="invalid variable name"):
+        UriTemplate(template)
+
+
+@pytest.mark.xfail(
+    reason="uritemplate.py:15 _VARNAME allows a trailing or doubled '.', but RFC 6570 varname is "
+    "varchar *( ['.'] varchar )",
+    strict=True,
+)
+@pytest.mark.parametrize("template", ["{a.}", "{a..b}"])
+def test_variable_name_with_dangling_dot_raises_value_error(template: str) -> None:
+    with pytest.raises(ValueError):
+        UriTemplate(template)
+
+
+@pytest.mark.xfail(
+    reason="uritemplate.py:61 drops everything after ':' without checking it; RFC 6570 requires "
+    "a prefix max-length of 1-4 digits (1..9999), yet '{id:abc}' compiles",
+    strict=True,
+)
+def test_non_numeric_prefix_length_raises_value_error() -> None:
+    with pytest.raises(ValueError):
+        UriTemplate("x/{id:abc}")
+
+
+def test_repeated_variable_raises_value_error() -> None:
+    with pytest.raises(ValueError, match="repeats the variable 'x'"):
+        UriTemplate("{x}/{x}")
+
+
+def test_variable_repeated_in_query_raises_value_error() -> None:
+    with pytest.raises(ValueError, match="repeats the variable 'x'"):
+        UriTemplate("{x}{?x}")
+
+
+def test_dotted_variable_name_is_returned_under_its_own_name() -> None:
+    assert UriTemplate("/{a.b}").match("/1") == {"a.b": "1"}
+
+
+@pytest.mark.xfail(
+    reason="uritemplate.py:71 _group maps both 'a.b' and 'a_b' to the regex group 'v_a_b'; the template "
+    "fails with re.error (not ValueError) although the names are distinct and valid",
+    strict=True,
+)
+def test_distinct_names_that_differ_only_in_dot_vs_underscore_both_match() -> None:
+    assert UriTemplate("/{a.b}/{a_b}").match("/1/2") == {"a.b": "1", "a_b": "2"}
+
+
+def test_prefix_modifier_keeps_the_plain_name() -> None:
+    template = UriTemplate("x/{id:3}")
+    assert template.variables == ["id"]
+    assert template.match("x/abc") == {"id": "abc"}

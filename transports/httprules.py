@@ -1,0 +1,290 @@
+"""The Streamable HTTP validation ladder, as pure functions (no I/O, no event loop).
+
+`check_head` runs the checks that need only the request line and headers (path,
+method, Origin, Host, Content-Type, Accept, declared length), `check_body`
+parses and classifies the body, and `check_mcp_headers` compares the MCP
+request headers with the body. Each returns a `Rejection` (status + JSON-RPC
+error) or None. `status_for` maps JSON-RPC error codes to HTTP statuses.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import ipaddress
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any, Mapping
+from urllib.parse import urlsplit
+
+import orjson
+
+from mcpcore.toolheaders import HeaderParam
+from mcpcore.wire import (
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    META_VERSION,
+    METHOD_NOT_FOUND,
+    MISSING_CLIENT_CAPABILITY,
+    PARSE_ERROR,
+    RESPONSE,
+    UNSUPPORTED_VERSION,
+    McpError,
+    classify,
+    readable_id,
+)
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+
+_STATUS = {
+    PARSE_ERROR: 400,
+    INVALID_REQUEST: 400,
+    INVALID_PARAMS: 400,
+    HEADER_MISMATCH: 400,
+    MISSING_CLIENT_CAPABILITY: 400,
+    UNSUPPORTED_VERSION: 400,
+    METHOD_NOT_FOUND: 404,
+    INTERNAL_ERROR: 500,
+}
+
+# Methods whose Mcp-Name header mirrors a body field.
+NAME_FIELDS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+SENTINEL_PREFIX, SENTINEL_SUFFIX = "=?base64?", "?="
+
+
+def status_for(code: int | None) -> int:
+    """The HTTP status of a JSON-RPC response sent as a plain JSON body."""
+    return 200 if code is None else _STATUS.get(code, 200)
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """An HTTP error answer: status, JSON-RPC error, extra headers."""
+
+    status: int
+    error: McpError
+    request_id: Any = None
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+def _reject(status: int, message: str, *headers: tuple[str, str]) -> Rejection:
+    return Rejection(status, McpError(INVALID_REQUEST, message), None, headers)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What the HTTP transport accepts; built once from its configuration."""
+
+    path: str
+    port: int
+    loopback: bool
+    allowed_hosts: frozenset[str] = field(default_factory=frozenset)
+    allowed_origins: frozenset[str] = field(default_factory=frozenset)
+    max_body_bytes: int = 4 * 1024 * 1024
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def make_policy(
+    host: str, port: int, path: str, allowed_hosts: tuple[str, ...] = (), allowed_origins: tuple[str, ...] = (),
+    max_body_bytes: int = 4 * 1024 * 1024,
+) -> Policy:
+    """A policy whose Host/Origin allow-lists start from the bind address."""
+    loopback = is_loopback(host)
+    hosts = {h.lower() for h in allowed_hosts}
+    if loopback:
+        hosts.update(LOOPBACK_NAMES)
+    return Policy(path, port, loopback, frozenset(hosts), frozenset(o.rstrip("/").lower() for o in allowed_origins), max_body_bytes)
+
+
+def _split_host(value: str) -> tuple[str, str | None]:
+    """`host[:port]` or `[v6][:port]` → (host, port)."""
+    if value.startswith("["):
+        host, _, rest = value[1:].partition("]")
+        return host.lower(), rest[1:] if rest.startswith(":") else None
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        return value.lower(), None
+    return host.lower(), port
+
+
+def _host_allowed(policy: Policy, value: str) -> bool:
+    host, port = _split_host(value)
+    if host not in policy.allowed_hosts:
+        return False
+    return port is None or port == str(policy.port) or not policy.loopback
+
+
+def _origin_allowed(policy: Policy, origin: str, host_header: str | None) -> bool:
+    normalized = origin.rstrip("/").lower()
+    if normalized in policy.allowed_origins:
+        return True
+    parts = urlsplit(normalized)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return False
+    if policy.loopback and is_loopback(parts.hostname):
+        return True
+    return host_header is not None and parts.netloc == host_header.lower()
+
+
+def _media_types(value: str) -> list[tuple[str, float]]:
+    ranges = []
+    for item in value.split(","):
+        media, *params = (p.strip() for p in item.split(";"))
+        quality = 1.0
+        for param in params:
+            key, _, number = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    quality = float(number)
+                except ValueError:
+                    quality = 0.0
+        ranges.append((media.lower(), quality))
+    return ranges
+
+
+def _accepts(ranges: list[tuple[str, float]], media: str) -> bool:
+    kind = media.split("/")[0]
+    best = None  # the most specific matching range decides
+    for candidate, quality in ranges:
+        rank = 3 if candidate == media else 2 if candidate == f"{kind}/*" else 1 if candidate == "*/*" else 0
+        if rank and (best is None or rank > best[0]):
+            best = (rank, quality)
+    return best is not None and best[1] > 0
+
+
+def check_head(policy: Policy, method: str, target: str, headers: Mapping[str, str]) -> Rejection | None:
+    """The checks that need no body, in the transport's order."""
+    if target.split("?", 1)[0] != policy.path:
+        return Rejection(404, McpError(INVALID_REQUEST, f"Not found: the MCP endpoint is {policy.path}"))
+    if method != "POST":
+        return _reject(405, f"Method {method} is not allowed: send JSON-RPC messages with POST", ("allow", "POST"))
+    host = headers.get("host")
+    origin = headers.get("origin")
+    if origin is not None and not _origin_allowed(policy, origin, host):
+        return _reject(403, f"Origin {origin!r} is not allowed")
+    if policy.allowed_hosts and (host is None or not _host_allowed(policy, host)):
+        return _reject(421, f"Host {host!r} is not served here")
+    content_type = headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/json":
+        return _reject(415, "Content-Type must be application/json")
+    ranges = _media_types(headers.get("accept", ""))
+    if not (_accepts(ranges, "application/json") and _accepts(ranges, "text/event-stream")):
+        return _reject(406, "Accept must include application/json and text/event-stream")
+    length = headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > policy.max_body_bytes:
+        return _reject(413, f"Body exceeds the limit of {policy.max_body_bytes} bytes")
+    return None
+
+
+@dataclass(frozen=True)
+class Inbound:
+    """A classified body: a request or a notification, parsed."""
+
+    kind: str
+    message: dict[str, Any]
+
+
+def check_body(body: bytes) -> Inbound | Rejection:
+    """Parse and classify one JSON-RPC message."""
+    try:
+        message = orjson.loads(body)
+    except orjson.JSONDecodeError as error:
+        return Rejection(400, McpError(PARSE_ERROR, f"Parse error: {error}"))
+    try:
+        kind = classify(message)
+    except McpError as error:
+        return Rejection(400, error, readable_id(message))
+    if kind == RESPONSE:
+        return Rejection(400, McpError(INVALID_REQUEST, "Send requests or notifications; this server accepts no responses"))
+    return Inbound(kind, message)
+
+
+def decode_header_value(value: str) -> str:
+    """A header value with the `=?base64?...?=` sentinel decoded (ValueError if invalid)."""
+    if value.startswith(SENTINEL_PREFIX) and value.endswith(SENTINEL_SUFFIX) and len(value) >= 11:
+        encoded = value[len(SENTINEL_PREFIX) : -len(SENTINEL_SUFFIX)]
+        try:
+            return base64.b64decode(encoded, validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            raise ValueError("is not valid base64 of UTF-8 text") from None
+    if any(not (" " <= ch <= "~" or ch == "\t") for ch in value):
+        raise ValueError("has characters outside visible ASCII; encode it as =?base64?...?=")
+    return value
+
+
+def _mismatch(message: str, request_id: Any) -> Rejection:
+    return Rejection(400, McpError(HEADER_MISMATCH, f"Header mismatch: {message}"), request_id)
+
+
+def _same_value(kind: str, header: str, value: Any) -> bool:
+    if kind == "boolean":
+        return isinstance(value, bool) and header == ("true" if value else "false")
+    if kind == "integer":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        try:
+            return Decimal(header) == Decimal(str(value))
+        except InvalidOperation:
+            return False
+    return isinstance(value, str) and header == value
+
+
+def check_mcp_headers(
+    headers: Mapping[str, str], message: dict[str, Any], tool_headers: tuple[HeaderParam, ...]
+) -> Rejection | None:
+    """Header/body agreement for a request (-32020 when they disagree)."""
+    request_id = message["id"]
+    params = message.get("params")
+    params = params if isinstance(params, dict) else {}
+    meta = params.get("_meta")
+    body_version = meta.get(META_VERSION) if isinstance(meta, dict) else None
+    version = headers.get("mcp-protocol-version")
+    if version is None:
+        return _mismatch("the MCP-Protocol-Version header is required", request_id)
+    if isinstance(body_version, str) and version != body_version:
+        return _mismatch(f"MCP-Protocol-Version {version!r} differs from _meta protocolVersion {body_version!r}", request_id)
+    method = headers.get("mcp-method")
+    if method != message["method"]:
+        what = "is required" if method is None else f"{method!r} differs from the body's method {message['method']!r}"
+        return _mismatch(f"the Mcp-Method header {what}", request_id)
+    field_name = NAME_FIELDS.get(message["method"])
+    body_name = params.get(field_name) if field_name else None
+    if isinstance(body_name, str):
+        header = headers.get("mcp-name")
+        if header is None:
+            return _mismatch(f"the Mcp-Name header is required for {message['method']}", request_id)
+        try:
+            decoded = decode_header_value(header)
+        except ValueError as error:
+            return _mismatch(f"Mcp-Name {error}", request_id)
+        if decoded != body_name:
+            return _mismatch(f"Mcp-Name {decoded!r} differs from the body's {field_name} {body_name!r}", request_id)
+    arguments = params.get("arguments")
+    for param in tool_headers:
+        name = f"Mcp-Param-{param.header}"
+        value = param.value_in(arguments)
+        header = headers.get(name.lower())
+        if value is None and header is None:
+            continue
+        if header is None:
+            return _mismatch(f"the {name} header is required when argument {'.'.join(param.path)!r} is given", request_id)
+        if value is None:
+            return _mismatch(f"{name} is present but argument {'.'.join(param.path)!r} is not", request_id)
+        try:
+            decoded = decode_header_value(header)
+        except ValueError as error:
+            return _mismatch(f"{name} {error}", request_id)
+        if not _same_value(param.kind, decoded, value):
+            return _mismatch(f"{name} {decoded!r} differs from argument {'.'.join(param.path)!r}", request_id)
+    return None
