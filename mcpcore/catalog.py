@@ -23,7 +23,7 @@ class CacheHints:
     __slots__ = ("ttl_ms", "cache_scope")
 
     def __init__(self, ttl_ms: int | None = None, cache_scope: str | None = None) -> None:
-        if ttl_ms is not None and (not isinstance(ttl_ms, int) or ttl_ms < 0):
+        if ttl_ms is not None and (not isinstance(ttl_ms, int) or isinstance(ttl_ms, bool) or ttl_ms < 0):
             raise ValueError(f"ttl_ms must be an integer >= 0, not {ttl_ms!r}")
         if cache_scope not in (None, "public", "private"):
             raise ValueError(f"cache_scope must be 'public' or 'private', not {cache_scope!r}")
@@ -118,7 +118,8 @@ class Catalog(Generic[T]):
         pages = []
         for start in range(0, max(len(items), 1), self.page_size):
             chunk = items[start : start + self.page_size]
-            ttl = min((h.ttl_ms for h in hints[start : start + self.page_size]), default=self.defaults.ttl_ms)
+            page_hints = hints[start : start + self.page_size]
+            ttl = min((h.ttl_ms for h in page_hints if h.ttl_ms is not None), default=self.defaults.ttl_ms or 0)
             result: dict[str, Any] = {"resultType": "complete", self.field: [i.describe() for i in chunk]}
             if start + self.page_size < len(items):
                 result["nextCursor"] = encode_cursor(start + self.page_size)

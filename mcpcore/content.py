@@ -112,8 +112,12 @@ def text_block(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
+CONTENT_TYPES = frozenset({"text", "image", "audio", "resource", "resource_link"})
+
+
 def _is_block(value: Any) -> bool:
-    return isinstance(value, dict) and isinstance(value.get("type"), str)
+    """A dict that already is an MCP content block (by its `type`)."""
+    return isinstance(value, dict) and value.get("type") in CONTENT_TYPES
 
 
 def to_content(value: Any) -> list[dict[str, Any]]:

@@ -60,7 +60,9 @@ class Prompt:
         cache: CacheHints | None = None,
     ) -> None:
         self.info = FunctionInfo(fn)
-        self.key = name or self.info.name
+        self.key = self.info.name if name is None else name
+        if not self.key:
+            raise ValueError("a prompt name must not be empty")
         self.cache = cache or CacheHints()
         self.description = description or self.info.doc or ""
         entry: dict[str, Any] = {"name": self.key}

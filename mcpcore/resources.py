@@ -7,6 +7,8 @@ Template functions receive the URI's variables as keyword arguments.
 
 from __future__ import annotations
 
+import re
+import typing
 from typing import Any, Callable
 
 import orjson
@@ -63,15 +65,31 @@ class _Readable:
         return self.contents(uri, value)
 
 
+_PARSERS: dict[Any, Callable[[str], Any]] = {
+    int: lambda text: int(text) if re.fullmatch(r"[+-]?[0-9]+", text) else _bad(),
+    float: lambda text: float(text) if re.fullmatch(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?", text) else _bad(),
+    bool: lambda text: {"true": True, "false": False}[text],
+}
+
+
+def _bad() -> Any:
+    raise ValueError
+
+
 def _from_text(info: FunctionInfo, uri: str, variables: dict[str, str]) -> dict[str, Any]:
-    """URI variables are text; parameters hinted int or float get numbers."""
+    """URI variables are text; parameters hinted int, float or bool (or Optional of them) are parsed."""
     kwargs: dict[str, Any] = dict(variables)
     for param in info.params:
+        if param.name not in variables:
+            continue
         kind = split_annotated(param.hint)[0]
-        if param.name in variables and kind in (int, float):
+        members = [a for a in typing.get_args(kind) if a is not type(None)]
+        kind = members[0] if len(members) == 1 else kind
+        parse = _PARSERS.get(kind)
+        if parse is not None:
             try:
-                kwargs[param.name] = kind(variables[param.name])
-            except ValueError:
+                kwargs[param.name] = parse(variables[param.name])
+            except (ValueError, KeyError):
                 raise invalid_params(
                     f"URI variable {param.name!r} must be {kind.__name__}, got {variables[param.name]!r}", {"uri": uri}
                 ) from None

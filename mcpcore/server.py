@@ -96,6 +96,8 @@ class Server:
     ) -> None:
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
+        if ttl_ms is None or cache_scope is None:
+            raise ValueError("a server needs a default ttl_ms and cache_scope (per-item hints may be None)")
         self.name = name
         self.version = version
         self.instructions = instructions
@@ -357,7 +359,10 @@ class Server:
         name, value = argument.get("name"), argument.get("value")
         if not isinstance(name, str) or not isinstance(value, str):
             raise invalid_params('"argument" needs string "name" and "value"')
-        others = (params.get("context") or {}).get("arguments") or {}
+        context_field = params.get("context") or {}
+        others = context_field.get("arguments") or {} if isinstance(context_field, dict) else None
+        if not isinstance(others, dict) or not all(isinstance(v, str) for v in others.values()):
+            raise invalid_params('"context" must be {"arguments": {name: string value}}')
         handler = self._completions.get((kind, target, name))
         values: list[str] = []
         if handler is not None:

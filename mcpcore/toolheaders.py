@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _HEADER_TYPES = ("string", "integer", "boolean")
 
 
@@ -34,13 +34,24 @@ class HeaderParam:
         return node
 
 
-def _count_annotations(node: Any) -> int:
-    if isinstance(node, dict):
-        own = 1 if "x-mcp-header" in node else 0
-        return own + sum(_count_annotations(v) for v in node.values())
-    if isinstance(node, list):
-        return sum(_count_annotations(v) for v in node)
-    return 0
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
+_SCHEMA_VALUES = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames")
+
+
+def _count_annotations(schema: Any) -> int:
+    """How many subschemas anywhere in `schema` carry `x-mcp-header`."""
+    if not isinstance(schema, dict):
+        return 0
+    count = 1 if "x-mcp-header" in schema else 0
+    for keyword, value in schema.items():
+        if keyword in _SCHEMA_MAPS and isinstance(value, dict):
+            count += sum(_count_annotations(sub) for sub in value.values())
+        elif keyword in _SCHEMA_LISTS and isinstance(value, list):
+            count += sum(_count_annotations(sub) for sub in value)
+        elif keyword in _SCHEMA_VALUES:
+            count += _count_annotations(value)
+    return count
 
 
 def header_params(tool: str, schema: dict[str, Any]) -> tuple[HeaderParam, ...]:
@@ -74,7 +85,7 @@ def _checked(tool: str, prop: dict[str, Any], path: tuple[str, ...]) -> HeaderPa
     where = f"tool {tool!r}, property {'.'.join(path)!r}"
     if not isinstance(header, str) or not header:
         raise ValueError(f"{where}: x-mcp-header must be a non-empty string")
-    if not _TOKEN.match(header):
+    if not _TOKEN.fullmatch(header):
         raise ValueError(f"{where}: x-mcp-header {header!r} must be an HTTP token (letters, digits, !#$%&'*+-.^_`|~)")
     kind = prop.get("type")
     if kind not in _HEADER_TYPES:

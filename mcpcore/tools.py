@@ -50,7 +50,7 @@ class Tool:
         cache: CacheHints | None = None,
     ) -> None:
         self.info = FunctionInfo(fn)
-        self.key = name or self.info.name
+        self.key = self.info.name if name is None else name
         check_tool_name(self.key)
         self.raw_schema = input_schema is not None
         if input_schema is not None and input_schema.get("type") != "object":
@@ -58,7 +58,9 @@ class Tool:
         self.input_schema = input_schema if input_schema is not None else self.info.input_schema()
         self.validator = Validator(self.input_schema)
         self.headers: tuple[HeaderParam, ...] = header_params(self.key, self.input_schema)
-        self.structured = output_schema is not None or is_structured(self.info.return_hint)
+        self.structured = output_schema is not None or (
+            is_structured(self.info.return_hint) and not _is_content_type(self.info.return_hint)
+        )
         if output_schema is None and self.structured:
             output_schema = schema_for(self.info.return_hint)
         self.output_schema = output_schema
@@ -110,6 +112,11 @@ class Tool:
                 "structuredContent": structured,
             }
         return {"content": to_content(value)}
+
+
+def _is_content_type(hint: Any) -> bool:
+    """Content helpers and ToolResult are dataclasses, but not structured output."""
+    return hasattr(hint, "to_block") or hasattr(hint, "to_result")
 
 
 def _error_result(text: str) -> dict[str, Any]:

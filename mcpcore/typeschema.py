@@ -74,11 +74,15 @@ def schema_for(hint: Any) -> dict[str, Any]:
 
 
 def _schema(hint: Any, seen: frozenset[Any]) -> dict[str, Any]:
-    if hint in _PRIMITIVES:
-        return dict(_PRIMITIVES[hint])
     hint, description = split_annotated(hint)
     if description is not None:
         return {**_schema(hint, seen), "description": description}
+    if hint is None:
+        hint = type(None)
+    if isinstance(hint, type) or hint is Any:
+        primitive = _PRIMITIVES.get(hint)
+        if primitive is not None:
+            return dict(primitive)
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if _is_union(origin):
@@ -109,7 +113,7 @@ def _schema(hint: Any, seen: frozenset[Any]) -> dict[str, Any]:
         return schema
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return {"enum": [member.value for member in hint]}
-    if hint in seen:
+    if isinstance(hint, type) and hint in seen:
         raise TypeError(f"recursive type {hint!r} is not supported in a generated schema")
     if is_typeddict(hint):
         return _object_schema(*_typeddict_fields(hint), seen | {hint})
@@ -135,12 +139,17 @@ def _object_schema(
 
 def _typeddict_fields(hint: Any) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
     hints = typing.get_type_hints(hint, include_extras=True)
-    fields = {}
+    fields, required = {}, []
     for name, field_hint in hints.items():
-        if typing.get_origin(field_hint) in _REQUIRED_WRAPPERS:
+        wrapper = typing.get_origin(field_hint)
+        # __required_keys__ misses NotRequired written as a string annotation (3.11).
+        if wrapper in _REQUIRED_WRAPPERS:
             field_hint = typing.get_args(field_hint)[0]
+            if wrapper is getattr(typing, "Required", None):
+                required.append(name)
+        elif name in hint.__required_keys__:
+            required.append(name)
         fields[name] = field_hint
-    required = [name for name in hints if name in hint.__required_keys__]
     return fields, required, {}
 
 
@@ -181,6 +190,8 @@ def converter_for(hint: Any) -> Converter:
         return hint
     if hint is float:
         return float
+    if hint is int:
+        return int  # JSON Schema lets 2.0 pass as an integer
     if origin in (list, set, frozenset, tuple) or hint in (set, frozenset, tuple):
         return _sequence_converter(hint, origin or hint, args)
     if origin is dict and args:

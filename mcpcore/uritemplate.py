@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qsl, unquote
 
-_EXPRESSION = re.compile(r"\{([+#./;?&]?)([^}]*)\}")
-_VARNAME = re.compile(r"^[A-Za-z0-9_]([A-Za-z0-9_.]|%[0-9A-Fa-f]{2})*$")
+_EXPRESSION = re.compile(r"\{([^{}]*)\}")
+_VARCHAR = r"(?:[A-Za-z0-9_]|%[0-9A-Fa-f]{2})"
+_VARSPEC = re.compile(rf"({_VARCHAR}+(?:\.{_VARCHAR}+)*)(\*|:[1-9][0-9]{{0,3}})?")
 
 # operator → (prefix, separator, value pattern)
 _OPERATORS = {
@@ -35,40 +36,42 @@ class UriTemplate:
         pattern = []
         position = 0
         for expression in _EXPRESSION.finditer(template):
-            pattern.append(re.escape(template[position : expression.start()]))
+            pattern.append(self._literal(template[position : expression.start()]))
             position = expression.end()
-            operator, body = expression.groups()
-            names = [self._name(spec) for spec in body.split(",")]
-            if operator in ("?", "&"):
-                self._query_vars.extend(names)
-                pattern.append(r"(?:[?&](?P<_query%d>[^#]*))?" % len(self._query_vars))
-                continue
-            prefix, separator, value = _OPERATORS[operator]
-            exploded = any(spec.endswith("*") for spec in body.split(","))
-            groups = []
-            for name in names:
-                label = f"{re.escape(name)}=" if operator == ";" else ""
-                item = f"(?:{value})(?:{separator}(?:{value}))*" if exploded else value
-                groups.append(f"{label}(?P<{self._group(name)}>{item})")
-            pattern.append(f"(?:{prefix}{separator.join(groups)})" + ("?" if operator in ("#", ";") else ""))
-        if "{" in template[position:] or "}" in template[position:]:
-            raise ValueError(f"URI template {template!r} has an unbalanced brace")
-        pattern.append(re.escape(template[position:]))
+            pattern.append(self._expression(expression.group(1)))
+        pattern.append(self._literal(template[position:]))
         self._regex = re.compile("^" + "".join(pattern) + "$")
-        self._groups = {self._group(name): name for name in self.variables}
+
+    def _literal(self, text: str) -> str:
+        if "{" in text or "}" in text:
+            raise ValueError(f"URI template {self.template!r} has an unbalanced brace")
+        return re.escape(text)
+
+    def _expression(self, body: str) -> str:
+        operator = body[:1] if body[:1] in "+#./;?&" and body else ""
+        specs = body[len(operator) :].split(",")
+        names = [self._name(spec) for spec in specs]
+        if operator in ("?", "&"):
+            self._query_vars.extend(names)
+            return r"(?:[?&](?P<q%d>[^#]*))?" % len(self.variables)
+        prefix, separator, value = _OPERATORS[operator]
+        groups = []
+        for spec, name in zip(specs, names):
+            label = f"{re.escape(name)}=" if operator == ";" else ""
+            item = f"(?:{value})(?:{separator}(?:{value}))*" if spec.endswith("*") else value
+            groups.append(f"{label}(?P<v{self.variables.index(name)}>{item})")
+        optional = "?" if operator in ("#", ";") else ""
+        return f"(?:{prefix}{separator.join(groups)}){optional}"
 
     def _name(self, spec: str) -> str:
-        name = spec.rstrip("*").split(":", 1)[0]
-        if not _VARNAME.match(name):
+        found = _VARSPEC.fullmatch(spec)
+        if found is None:
             raise ValueError(f"URI template {self.template!r} has an invalid variable name {spec!r}")
+        name = found.group(1)
         if name in self.variables:
             raise ValueError(f"URI template {self.template!r} repeats the variable {name!r}")
         self.variables.append(name)
         return name
-
-    @staticmethod
-    def _group(name: str) -> str:
-        return "v_" + re.sub(r"[^A-Za-z0-9_]", "_", name)
 
     def match(self, uri: str) -> dict[str, str] | None:
         """The variables of a matching URI, or None if it does not match."""
@@ -79,10 +82,10 @@ class UriTemplate:
         for group, text in found.groupdict().items():
             if text is None:
                 continue
-            if group.startswith("_query"):
+            if group[0] == "q":
                 for key, item in parse_qsl(text, keep_blank_values=True):
                     if key in self._query_vars:
                         values[key] = item
             else:
-                values[self._groups[group]] = unquote(text)
+                values[self.variables[int(group[1:])]] = unquote(text)
         return values

@@ -9,12 +9,14 @@ correct its call. No dependency; `$ref` never leaves the document.
 
 from __future__ import annotations
 
-import math
 import re
+from decimal import Decimal
 from functools import lru_cache
 from typing import Any
+from urllib.parse import unquote
 
 _MAX_DEPTH = 64
+_MAX_STEPS = 1_000_000  # a per-validation budget against composition blow-ups
 
 _TYPE_NAMES = {
     str: "string",
@@ -78,20 +80,24 @@ class Validator:
     def __init__(self, schema: dict[str, Any]) -> None:
         self.root = schema
         self._anchors = dict(_collect_anchors(schema))
+        self._steps = 0
+        self._following: set[tuple[int, int]] = set()  # ($ref target, value) pairs being checked
 
     def validate(self, value: Any) -> None:
         """Raise `SchemaViolation` for the first problem found."""
+        self._steps = 0
         self._check(value, self.root, "", 0)
 
-    def _resolve(self, ref: str) -> dict[str, Any]:
+    def _resolve(self, ref: str) -> Any:
         if ref.startswith("#/") or ref == "#":
             node: Any = self.root
-            for part in ref[2:].split("/") if ref != "#" else []:
-                part = part.replace("~1", "/").replace("~0", "~")
-                node = node[int(part)] if isinstance(node, list) else node.get(part)
-                if node is None:
-                    break
-            if isinstance(node, dict):
+            try:
+                for part in ref[2:].split("/") if ref != "#" else []:
+                    part = unquote(part).replace("~1", "/").replace("~0", "~")
+                    node = node[int(part)] if isinstance(node, list) else node[part]
+            except (KeyError, IndexError, ValueError, TypeError):
+                node = None
+            if isinstance(node, (dict, bool)):
                 return node
         elif ref.startswith("#") and ref[1:] in self._anchors:
             return self._anchors[ref[1:]]
@@ -104,8 +110,11 @@ class Validator:
             raise SchemaViolation(path, "no value is allowed here")
         if depth > _MAX_DEPTH:
             raise SchemaViolation(path, "the schema nests too deeply to validate")
+        self._steps += 1
+        if self._steps > _MAX_STEPS:
+            raise SchemaViolation(path, "the schema is too complex to validate")
         if "$ref" in schema:
-            self._check(value, self._resolve(schema["$ref"]), path, depth + 1)
+            self._follow(value, schema["$ref"], path, depth)
         kind = schema.get("type")
         if kind is not None:
             kinds = kind if isinstance(kind, list) else [kind]
@@ -124,6 +133,18 @@ class Validator:
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             _check_number(value, schema, path)
         self._check_composition(value, schema, path, depth)
+
+    def _follow(self, value: Any, ref: str, path: str, depth: int) -> None:
+        """Check against a `$ref` target; re-entering it for the same value is a cycle."""
+        target = self._resolve(ref)
+        key = (id(target), id(value))
+        if key in self._following:
+            raise SchemaViolation(path, f"the schema refers back to {ref!r} without going deeper into the value")
+        self._following.add(key)
+        try:
+            self._check(value, target, path, depth + 1)
+        finally:
+            self._following.discard(key)
 
     def _check_object(self, value: dict[str, Any], schema: dict[str, Any], path: str, depth: int) -> None:
         for name in schema.get("required", ()):
@@ -197,6 +218,8 @@ class Validator:
         try:
             self._check(value, schema, "", depth + 1)
         except SchemaViolation:
+            if self._steps > _MAX_STEPS:
+                raise
             return False
         return True
 
@@ -224,14 +247,18 @@ def _check_number(value: float, schema: dict[str, Any], path: str) -> None:
     if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
         raise SchemaViolation(path, f"must be < {schema['exclusiveMaximum']}, got {value}")
     step = schema.get("multipleOf")
-    if step and not math.isclose(value / step, round(value / step), abs_tol=1e-9):
+    if step and Decimal(repr(value)) % Decimal(repr(step)) != 0:
         raise SchemaViolation(path, f"must be a multiple of {step}, got {value}")
 
 
 def _equal(a: Any, b: Any) -> bool:
-    """JSON equality: booleans never equal numbers."""
+    """JSON equality, at any depth: booleans never equal numbers."""
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
     return a == b
 
 

@@ -528,3 +528,9 @@ async def test_discover_refreshes_after_registering_a_completion() -> None:
 def test_removing_an_unknown_tool_raises_key_error() -> None:
     with pytest.raises(KeyError, match="nope"):
         tool_server().remove_tool("nope")
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_boolean_ttl_is_refused_like_any_other_non_integer(flag: bool) -> None:
+    with pytest.raises(ValueError, match="ttl_ms"):
+        Server("cache", ttl_ms=flag)

@@ -1,0 +1,164 @@
+"""Test helpers for HTTP: a real server on 127.0.0.1 and an h11 client.
+
+`running(server, **config)` serves on a free port in this event loop;
+`HttpClient` speaks HTTP/1.1 through h11 over a real socket, keeps the
+connection alive across requests, and parses SSE bodies with its own parser.
+Every JSON-RPC message received is checked against the wire schema.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator
+
+import anyio
+import anyio.abc
+import h11
+import orjson
+
+from conftest import VERSION
+from mcpcore import Server
+from transports.http import HttpConfig, HttpServer
+from wire_schema import check
+
+
+@contextlib.asynccontextmanager
+async def running(server: Server, **config: Any) -> AsyncIterator[HttpServer]:
+    """A real HTTP server on 127.0.0.1 and a free port, stopped gracefully on exit."""
+    config.setdefault("port", 0)
+    http = HttpServer(server, HttpConfig(**config))
+    async with anyio.create_task_group() as tasks:
+        await tasks.start(http.serve)
+        try:
+            yield http
+        finally:
+            http.stop()
+
+
+def parse_sse(body: bytes) -> list[dict[str, Any]]:
+    """An independent SSE parser: events separated by blank lines, `data:` lines joined."""
+    events = []
+    for block in body.replace(b"\r\n", b"\n").split(b"\n\n"):
+        data_lines, kind = [], "message"
+        for line in block.split(b"\n"):
+            if line.startswith(b":") or not line:
+                continue
+            name, _, value = line.partition(b":")
+            value = value[1:] if value.startswith(b" ") else value
+            if name == b"data":
+                data_lines.append(value)
+            elif name == b"event":
+                kind = value.decode()
+        if data_lines:
+            assert kind == "message", f"unexpected SSE event type {kind}"
+            events.append(orjson.loads(b"\n".join(data_lines)))
+    return events
+
+
+def mcp_headers(message: dict[str, Any], **extra: str) -> dict[str, str]:
+    """The headers a conforming client sends for a message."""
+    headers = {
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": VERSION,
+    }
+    if "method" in message:
+        headers["mcp-method"] = message["method"]
+        params = message.get("params") or {}
+        name = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}.get(message["method"])
+        if name and isinstance(params.get(name), str):
+            headers["mcp-name"] = params[name]
+    headers.update(extra)
+    return headers
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    chunked: bool = False
+    messages: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def is_sse(self) -> bool:
+        return self.headers.get("content-type", "").startswith("text/event-stream")
+
+    @property
+    def json(self) -> dict[str, Any]:
+        assert self.headers.get("content-type") == "application/json", self.headers
+        return orjson.loads(self.body)
+
+
+class HttpClient:
+    """One keep-alive HTTP/1.1 connection driven by h11."""
+
+    def __init__(self, stream: anyio.abc.SocketStream, host: str) -> None:
+        self.stream = stream
+        self.host = host
+        self.conn = h11.Connection(h11.CLIENT)
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def connect(cls, http: HttpServer) -> AsyncIterator["HttpClient"]:
+        stream = await anyio.connect_tcp("127.0.0.1", http.port)
+        try:
+            yield cls(stream, f"127.0.0.1:{http.port}")
+        finally:
+            await stream.aclose()
+
+    async def _next(self) -> Any:
+        while True:
+            event = self.conn.next_event()
+            if event is not h11.NEED_DATA:
+                return event
+            try:
+                data = await self.stream.receive()
+            except anyio.EndOfStream:
+                data = b""
+            self.conn.receive_data(data)
+
+    async def send_request(
+        self, method: str = "POST", target: str = "/mcp", headers: dict[str, str] | None = None, body: bytes = b""
+    ) -> None:
+        fields = [("host", self.host)] + list((headers or {}).items())
+        if method == "POST" or body:
+            fields.append(("content-length", str(len(body))))
+        data = self.conn.send(h11.Request(method=method, target=target, headers=fields))
+        if body:
+            data += self.conn.send(h11.Data(data=body))
+        data += self.conn.send(h11.EndOfMessage())
+        await self.stream.send(data)
+
+    async def read_reply(self) -> Reply:
+        response = await self._next()
+        while isinstance(response, h11.InformationalResponse):
+            response = await self._next()
+        assert isinstance(response, h11.Response), response
+        headers = {k.decode(): v.decode() for k, v in response.headers}
+        body = b""
+        while True:
+            event = await self._next()
+            if isinstance(event, h11.Data):
+                body += event.data
+            elif isinstance(event, h11.EndOfMessage):
+                break
+        reply = Reply(response.status_code, headers, body, headers.get("transfer-encoding") == "chunked")
+        if reply.is_sse:
+            reply.messages = parse_sse(body)
+        elif body and headers.get("content-type") == "application/json":
+            reply.messages = [orjson.loads(body)]
+        if self.conn.our_state is h11.DONE and self.conn.their_state is h11.DONE:
+            self.conn.start_next_cycle()
+        return reply
+
+    async def post(self, message: Any, headers: dict[str, str] | None = None, raw: bytes | None = None) -> Reply:
+        """POST a message (with conforming headers unless given) and read the reply."""
+        body = raw if raw is not None else orjson.dumps(message)
+        await self.send_request("POST", "/mcp", headers if headers is not None else mcp_headers(message), body)
+        reply = await self.read_reply()
+        method = message.get("method") if isinstance(message, dict) else None
+        for item in reply.messages:
+            check(item, method)
+        return reply
