@@ -34,13 +34,15 @@ def missing_capabilities(declared: Any, required: dict[str, Any]) -> dict[str, A
 class Context:
     """Per-call facts and request-scoped notifications (progress, log messages)."""
 
-    __slots__ = ("_call", "_writer", "request_id", "meta", "_log_rank")
+    __slots__ = ("_call", "_writer", "request_id", "meta", "_log_rank", "state", "answers")
 
     def __init__(self, call: Call, writer: Writer, meta: dict[str, Any]) -> None:
         self._call = call
         self._writer = writer
         self.request_id = call.message.get("id")
         self.meta = meta
+        self.state: Any = None  # the state sealed by an earlier InputRequired, on a retry
+        self.answers: dict[str, Any] = {}  # validated answers to what was asked, by name
         level = meta.get(META_LOG_LEVEL)
         self._log_rank = _LEVEL_RANK.get(level) if isinstance(level, str) else None
 
@@ -70,35 +72,49 @@ class Context:
         """`ctx.has_capability(elicitation={})` → whether the client declared it."""
         return not missing_capabilities(self.client_capabilities, required)
 
+    def answer(self, name: str) -> Any:
+        """The validated answer to the input request `name` (None if not answered):
+        an `ElicitAnswer`, a `SampleAnswer` or a list of `Root`."""
+        return self.answers.get(name)
+
+    def can_ask(self, request: Any) -> bool:
+        """Whether the client declared what an input request (`Elicit`, `Sample`, ...) needs."""
+        return request.required_capability(self.client_capabilities) is None
+
     def require_capability(self, **required: Any) -> None:
         """Raise the `-32021` error naming what the client did not declare."""
         missing = missing_capabilities(self.client_capabilities, required)
         if missing:
             raise missing_capability(missing)
 
+    async def send_notification(self, method: str, params: dict[str, Any]) -> None:
+        """Send a notification on this call's stream (nothing once it is cancelled)."""
+        if not self._call.cancelled:
+            await self._writer.notify(encode_notification(method, params))
+
     async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         """Report progress; sent only when the request carried a `progressToken`."""
         token = self.meta.get("progressToken")
-        if token is None or self._call.cancelled:
+        if token is None:
             return
         params: dict[str, Any] = {"progressToken": token, "progress": progress}
         if total is not None:
             params["total"] = total
         if message is not None:
             params["message"] = message
-        await self._writer.notify(encode_notification("notifications/progress", params))
+        await self.send_notification("notifications/progress", params)
 
     async def log(self, level: str, data: Any, logger: str | None = None) -> None:
         """Send a log message; only when the request set a log level at or below `level`."""
         rank = _LEVEL_RANK.get(level)
         if rank is None:
             raise ValueError(f"unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
-        if self._log_rank is None or rank < self._log_rank or self._call.cancelled:
+        if self._log_rank is None or rank < self._log_rank:
             return
         params: dict[str, Any] = {"level": level, "data": data}
         if logger is not None:
             params["logger"] = logger
-        await self._writer.notify(encode_notification("notifications/message", params))
+        await self.send_notification("notifications/message", params)
 
     async def debug(self, data: Any) -> None:
         await self.log("debug", data)

@@ -42,12 +42,19 @@ async def _serve(server: Server, transport: str, options: dict[str, Any]) -> Non
             async with anyio.create_task_group() as serving:
                 await serving.start(http.serve)
                 print(f"mcpcore: serving {server.name!r} at {http.url}", file=sys.stderr, flush=True)
+            if not server.sealer.configured:
+                print(
+                    "mcpcore: requestState is sealed with a random per-process key; set MCPCORE_STATE_KEYS "
+                    "(or Server(state_keys=...)) so that several server processes accept each other's state",
+                    file=sys.stderr,
+                    flush=True,
+                )
         else:
-            from transports.stdio import serve_stdio
+            from transports.stdio import open_stdio
 
-            async with anyio.create_task_group() as serving:
-                tasks.start_soon(_stop_on_signals, serving.cancel_scope.cancel, tasks.cancel_scope)
-                await serve_stdio(server, **options)
+            session = open_stdio(server, **options)
+            tasks.start_soon(_stop_on_signals, session.stop, tasks.cancel_scope)
+            await session.serve()
         tasks.cancel_scope.cancel()
 
 

@@ -12,18 +12,22 @@ from __future__ import annotations
 import inspect
 import sys
 import traceback
-from typing import Any, Awaitable, Callable, TypeVar, overload
+from typing import Any, Awaitable, Callable, Sequence, TypeVar, overload
 
 import orjson
 
 from .call import Call, Writer
 from .catalog import CacheHints, Catalog
 from .context import LOG_LEVELS, Context
+from .inputs import InputRequired, parse_answer
+from .sealing import Sealer, binding
+from .subscriptions import METHODS, PROMPTS, RESOURCE, RESOURCES, TOOLS, Bus, Change, Filter, LocalBus, Subscriber
 from .prompts import Prompt
 from .resources import Resource, ResourceTemplate
 from .tools import Tool
 from .wire import (
     INTERNAL_ERROR,
+    INVALID_REQUEST,
     META_CAPABILITIES,
     META_LOG_LEVEL,
     META_SERVER_INFO,
@@ -34,6 +38,7 @@ from .wire import (
     encode_error,
     encode_raw_result,
     invalid_params,
+    missing_capability,
     unsupported_version,
 )
 
@@ -47,6 +52,16 @@ _REMOVED = {
     "resources/unsubscribe": "close the subscriptions/listen stream instead",
 }
 _MAX_COMPLETIONS = 100
+# The methods that may answer input_required, and the param naming their target.
+_INPUT_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+
+def _merge(into: dict[str, Any], extra: dict[str, Any]) -> None:
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
 
 
 def _missing_meta(field: str) -> McpError:
@@ -93,6 +108,11 @@ class Server:
         page_size: int = 100,
         ttl_ms: int = 0,
         cache_scope: str = "private",
+        state_keys: Sequence[str | bytes] | None = None,
+        state_ttl_seconds: float = 600,
+        bus: Bus | None = None,
+        max_subscriptions: int = 1000,
+        max_subscription_uris: int = 1000,
     ) -> None:
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
@@ -102,11 +122,18 @@ class Server:
         self.version = version
         self.instructions = instructions
         self.cache = CacheHints(ttl_ms, cache_scope)
+        self.sealer = Sealer(state_keys, state_ttl_seconds)
+        self.bus: Bus = bus or LocalBus()
+        self.max_subscriptions = max_subscriptions
+        self.max_subscription_uris = max_subscription_uris
+        self._subscribers: set[Subscriber] = set()
         self._result_meta = {META_SERVER_INFO: {"name": name, "version": version}}
-        self.tools: Catalog[Tool] = Catalog("tools", page_size, self.cache, self._changed)
-        self.resources: Catalog[Resource] = Catalog("resources", page_size, self.cache, self._changed)
-        self.templates: Catalog[ResourceTemplate] = Catalog("resourceTemplates", page_size, self.cache, self._changed)
-        self.prompts: Catalog[Prompt] = Catalog("prompts", page_size, self.cache, self._changed)
+        self.tools: Catalog[Tool] = Catalog("tools", page_size, self.cache, lambda: self._changed(TOOLS))
+        self.resources: Catalog[Resource] = Catalog("resources", page_size, self.cache, lambda: self._changed(RESOURCES))
+        self.templates: Catalog[ResourceTemplate] = Catalog(
+            "resourceTemplates", page_size, self.cache, lambda: self._changed(RESOURCES)
+        )
+        self.prompts: Catalog[Prompt] = Catalog("prompts", page_size, self.cache, lambda: self._changed(PROMPTS))
         self._completions: dict[tuple[str, str, str], Callable[..., Any]] = {}
         self._discover: bytes | None = None
         self._methods: dict[str, tuple[Handler, Callable[[], bool]]] = {
@@ -119,6 +146,7 @@ class Server:
             "prompts/list": (self._on_prompts_list, self._has_prompts),
             "prompts/get": (self._on_prompts_get, self._has_prompts),
             "completion/complete": (self._on_complete, lambda: bool(self._completions)),
+            "subscriptions/listen": (self._on_listen, lambda: True),
         }
 
     # -- registration ---------------------------------------------------
@@ -202,7 +230,7 @@ class Server:
 
         def register(fn: F) -> F:
             self._completions[key] = fn  # type: ignore[index]
-            self._changed()
+            self._discover = None
             return fn
 
         return register
@@ -245,12 +273,57 @@ class Server:
             if reason:
                 raise McpError(METHOD_NOT_FOUND, f"Method not found: {method!r}; {reason}")
             raise McpError(METHOD_NOT_FOUND, f"Method not found: {method!r}")
-        result = await entry[0](params, Context(call, writer, meta))
+        context = Context(call, writer, meta)
+        if method in _INPUT_METHODS:
+            result = await self._with_inputs(entry[0], method, params, context, call)
+        else:
+            result = await entry[0](params, context)
         if isinstance(result, bytes):
             return result
         result.setdefault("resultType", "complete")
-        result["_meta"] = self._result_meta
+        result["_meta"] = {**self._result_meta, **result["_meta"]} if "_meta" in result else self._result_meta
         return orjson.dumps(result)
+
+    # -- multi round-trip requests -------------------------------------
+
+    async def _with_inputs(
+        self, handler: Handler, method: str, params: dict[str, Any], context: Context, call: Call
+    ) -> dict[str, Any] | bytes:
+        """Run a handler that may ask for input; on a retry, open its sealed state first."""
+        target = params.get(_INPUT_METHODS[method])
+        arguments = None if method == "resources/read" else params.get("arguments") or {}
+        bound = binding(method, target if isinstance(target, str) else "", arguments, call.principal)
+        responses = params.get("inputResponses")
+        if responses is not None and not isinstance(responses, dict):
+            raise invalid_params("inputResponses must be an object keyed by input request name")
+        if params.get("requestState") is not None:
+            payload = self.sealer.open(params["requestState"], bound)
+            context.state = payload.get("state")
+            asked = payload.get("asked") or {}
+            context.answers = {
+                name: parse_answer(name, kind, responses[name])
+                for name, kind in asked.items()
+                if responses and name in responses
+            }
+        try:
+            return await handler(params, context)
+        except InputRequired as ask:
+            return self._input_required(ask, context, bound)
+
+    def _input_required(self, ask: InputRequired, context: Context, bound: str) -> dict[str, Any]:
+        missing: dict[str, Any] = {}
+        for request in ask.requests.values():
+            need = request.required_capability(context.client_capabilities)
+            if need:
+                _merge(missing, need)
+        if missing:
+            raise missing_capability(missing)
+        result: dict[str, Any] = {"resultType": "input_required"}
+        if ask.requests:
+            result["inputRequests"] = {name: request.to_request() for name, request in ask.requests.items()}
+        payload = {"state": ask.state, "asked": {name: request.kind for name, request in ask.requests.items()}}
+        result["requestState"] = self.sealer.seal(payload, bound)
+        return result
 
     # -- methods --------------------------------------------------------
 
@@ -263,8 +336,32 @@ class Server:
     def _has_prompts(self) -> bool:
         return len(self.prompts) > 0
 
-    def _changed(self) -> None:
+    def _changed(self, kind: str) -> None:
         self._discover = None
+        self.bus.publish(Change(kind))
+
+    # -- announcing changes -------------------------------------------
+
+    def notify_tools_changed(self) -> None:
+        """Tell subscribers the tool list changed (automatic on add/remove)."""
+        self.bus.publish(Change(TOOLS))
+
+    def notify_prompts_changed(self) -> None:
+        """Tell subscribers the prompt list changed (automatic on add/remove)."""
+        self.bus.publish(Change(PROMPTS))
+
+    def notify_resources_changed(self) -> None:
+        """Tell subscribers the resource list changed (automatic on add/remove)."""
+        self.bus.publish(Change(RESOURCES))
+
+    def notify_resource_updated(self, uri: str) -> None:
+        """Tell subscribers of `uri` that the resource changed."""
+        self.bus.publish(Change(RESOURCE, uri))
+
+    def close_subscriptions(self) -> None:
+        """End every open subscription gracefully (each gets its final result)."""
+        for subscriber in list(self._subscribers):
+            subscriber.close()
 
     def capabilities(self) -> dict[str, Any]:
         """What this server offers right now (as sent by `server/discover`)."""
@@ -272,11 +369,11 @@ class Server:
         if self._completions:
             capabilities["completions"] = {}
         if self._has_prompts():
-            capabilities["prompts"] = {}
+            capabilities["prompts"] = {"listChanged": True}
         if self._has_resources():
-            capabilities["resources"] = {}
+            capabilities["resources"] = {"subscribe": True, "listChanged": True}
         if self._has_tools():
-            capabilities["tools"] = {}
+            capabilities["tools"] = {"listChanged": True}
         return capabilities
 
     async def _on_discover(self, params: dict[str, Any], context: Context) -> bytes:
@@ -378,6 +475,47 @@ class Server:
                 "hasMore": len(values) > _MAX_COMPLETIONS,
             }
         }
+
+    async def _on_listen(self, params: dict[str, Any], context: Context) -> dict[str, Any]:
+        honoured = self._honoured_filter(params.get("notifications"))
+        if len(self._subscribers) >= self.max_subscriptions:
+            raise McpError(INVALID_REQUEST, f"Too many open subscriptions (limit {self.max_subscriptions}); close one first")
+        tag = {"io.modelcontextprotocol/subscriptionId": context.request_id}
+        subscriber = Subscriber(honoured)
+        self._subscribers.add(subscriber)
+        self.bus.attach(subscriber)
+        try:
+            await context.send_notification(
+                "notifications/subscriptions/acknowledged", {"_meta": tag, "notifications": honoured.to_wire()}
+            )
+            while (changes := await subscriber.next()) is not None:
+                for change in changes:
+                    params_out: dict[str, Any] = {"_meta": tag}
+                    if change.uri is not None:
+                        params_out["uri"] = change.uri
+                    await context.send_notification(METHODS[change.kind], params_out)
+        finally:
+            self.bus.detach(subscriber)
+            self._subscribers.discard(subscriber)
+        return {"_meta": tag}
+
+    def _honoured_filter(self, wanted: Any) -> Filter:
+        """The requested filter, checked, limited to what this server offers."""
+        if not isinstance(wanted, dict):
+            raise invalid_params('subscriptions/listen needs a "notifications" filter object')
+        kinds = set()
+        for kind, offered in ((TOOLS, self._has_tools()), (PROMPTS, self._has_prompts()), (RESOURCES, self._has_resources())):
+            flag = wanted.get(kind, False)
+            if not isinstance(flag, bool):
+                raise invalid_params(f"notifications.{kind} must be a boolean")
+            if flag and offered:
+                kinds.add(kind)
+        uris = wanted.get("resourceSubscriptions", [])
+        if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
+            raise invalid_params("notifications.resourceSubscriptions must be a list of URI strings")
+        if len(uris) > self.max_subscription_uris:
+            raise invalid_params(f"A subscription may follow at most {self.max_subscription_uris} resource URIs")
+        return Filter(frozenset(kinds), frozenset(uris) if self._has_resources() else frozenset())
 
     # -- running --------------------------------------------------------
 

@@ -16,6 +16,7 @@ from typing import Any, Callable
 import anyio.to_thread
 
 from .context import Context
+from .inputs import InputRequired
 from .typeschema import Converter, converter_for, jsonable_default, schema_for, split_annotated
 
 
@@ -97,5 +98,9 @@ class FunctionInfo:
         if self.context_param is not None:
             kwargs[self.context_param] = context
         if self.is_async:
-            return await self.fn(**kwargs)
-        return await anyio.to_thread.run_sync(functools.partial(self.fn, **kwargs), abandon_on_cancel=True)
+            value = await self.fn(**kwargs)
+        else:
+            value = await anyio.to_thread.run_sync(functools.partial(self.fn, **kwargs), abandon_on_cancel=True)
+        if isinstance(value, InputRequired):  # returning it is the same as raising it
+            raise value
+        return value

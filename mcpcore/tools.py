@@ -17,6 +17,7 @@ import orjson
 from .catalog import CacheHints
 from .content import ToolResult, text_block, to_content
 from .context import Context
+from .inputs import InputRequired
 from .signature import FunctionInfo
 from .toolheaders import HeaderParam, header_params
 from .typeschema import is_structured, schema_for, to_jsonable
@@ -95,7 +96,7 @@ class Tool:
         kwargs = arguments if self.raw_schema else self.info.convert(arguments)
         try:
             value = await self.info.invoke(dict(kwargs), context)
-        except McpError:
+        except (McpError, InputRequired):
             raise
         except Exception as error:  # the tool failed: tell the model, keep serving
             traceback.print_exc(file=sys.stderr)

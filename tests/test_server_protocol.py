@@ -238,7 +238,13 @@ async def test_discover_capabilities_reflect_every_registered_feature_and_instru
         return []
 
     result = strict("DiscoverResult", await result_of(server, request("server/discover")))
-    assert result["capabilities"] == {"logging": {}, "completions": {}, "prompts": {}, "resources": {}, "tools": {}}
+    assert result["capabilities"] == {
+        "logging": {},
+        "completions": {},
+        "prompts": {"listChanged": True},
+        "resources": {"subscribe": True, "listChanged": True},
+        "tools": {"listChanged": True},
+    }
     assert result["instructions"] == "Use echo to repeat text."
     assert result["ttlMs"] == 60000
     assert result["cacheScope"] == "public"
@@ -249,7 +255,7 @@ async def test_resource_templates_alone_advertise_the_resources_capability() -> 
     server = Server("tpl")
     server.add_resource(lambda id: id, "mem://{id}", name="item")
     result = await result_of(server, request("server/discover"))
-    assert result["capabilities"] == {"logging": {}, "resources": {}}
+    assert result["capabilities"] == {"logging": {}, "resources": {"subscribe": True, "listChanged": True}}
 
 
 async def test_every_result_carries_result_type_and_server_info() -> None:
@@ -461,7 +467,7 @@ async def test_discover_and_tools_list_refresh_after_adding_a_tool_at_runtime() 
     assert "tools" not in before["capabilities"]
     server.add_tool(echo)
     after = await result_of(server, request("server/discover"))
-    assert after["capabilities"]["tools"] == {}
+    assert after["capabilities"]["tools"] == {"listChanged": True}
     listed = await result_of(server, request("tools/list"))
     assert [t["name"] for t in listed["tools"]] == ["echo"]
 
@@ -490,7 +496,7 @@ async def test_discover_and_prompts_list_refresh_after_adding_a_prompt_at_runtim
     assert "prompts" not in (await result_of(server, request("server/discover")))["capabilities"]
     assert (await error_of(server, request("prompts/list")))["code"] == -32601
     server.add_prompt(lambda: "hi", name="greet")
-    assert (await result_of(server, request("server/discover")))["capabilities"]["prompts"] == {}
+    assert (await result_of(server, request("server/discover")))["capabilities"]["prompts"] == {"listChanged": True}
     listed = await result_of(server, request("prompts/list"))
     assert [p["name"] for p in listed["prompts"]] == ["greet"]
 
@@ -510,7 +516,7 @@ async def test_discover_and_resource_lists_refresh_after_removing_resources_at_r
     server.remove_resource("mem://items/{id}")
     templates = await result_of(server, request("resources/templates/list"))
     assert templates["resourceTemplates"] == []
-    assert (await result_of(server, request("server/discover")))["capabilities"]["resources"] == {}
+    assert (await result_of(server, request("server/discover")))["capabilities"]["resources"] == {"subscribe": True, "listChanged": True}
 
     server.remove_resource("mem://b")
     assert "resources" not in (await result_of(server, request("server/discover")))["capabilities"]

@@ -181,7 +181,8 @@ class HttpServer:
         return f"http://{host}:{self.port}{self.config.path}"
 
     def stop(self) -> None:
-        """Stop accepting, let in-flight calls finish (grace period), then return from `serve`."""
+        """Stop accepting, end subscriptions gracefully, let in-flight calls finish
+        (grace period), then return from `serve`."""
         self._stop.set()
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[HttpServer] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -202,6 +203,7 @@ class HttpServer:
                 accepting.cancel_scope.cancel()
             await listener.aclose()
             self._closing = True
+            self.server.close_subscriptions()
             with anyio.move_on_after(self.config.grace_period):
                 while self._active:
                     self._idle = anyio.Event()

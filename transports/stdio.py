@@ -136,11 +136,17 @@ class StdioSession:
         self._slots = anyio.Semaphore(max_in_flight, fast_acquire=True)
         self._in_flight: dict[Any, tuple[Call, anyio.CancelScope]] = {}
         self._drained = anyio.Event()
+        self._reading = anyio.CancelScope()
+
+    def stop(self) -> None:
+        """Stop reading as if stdin had closed: drain in-flight calls, then return."""
+        self._reading.cancel()
 
     async def serve(self) -> None:
         try:
             async with anyio.create_task_group() as tasks:
-                await self._read_until_eof(tasks)
+                with self._reading:
+                    await self._read_until_eof(tasks)
                 await self._drain()
                 tasks.cancel_scope.cancel()
         finally:
@@ -148,7 +154,9 @@ class StdioSession:
             self._out.restore()
 
     async def _drain(self) -> None:
-        """After EOF: let in-flight calls finish within the grace period, then cancel them."""
+        """After EOF: end subscriptions gracefully, let in-flight calls finish
+        within the grace period, then cancel them."""
+        self.server.close_subscriptions()
         self._drained = anyio.Event()
         if self._in_flight:
             with anyio.move_on_after(self.grace_period):
@@ -241,12 +249,16 @@ class StdioSession:
                 self._drained.set()
 
 
-async def serve_stdio(server: Server, *, in_fd: int | None = None, out_fd: int | None = None, **options: Any) -> None:
-    """Serve `server` over stdio until EOF on the input.
+def open_stdio(server: Server, *, in_fd: int | None = None, out_fd: int | None = None, **options: Any) -> StdioSession:
+    """A session on the given fds, or on the process's claimed stdin/stdout (see `claim_stdio`).
 
-    With no fds given, the process's stdin/stdout are claimed (see `claim_stdio`).
     Options: max_in_flight, max_line_bytes, grace_period.
     """
     if in_fd is None or out_fd is None:
         in_fd, out_fd = claim_stdio()
-    await StdioSession(server, in_fd, out_fd, **options).serve()
+    return StdioSession(server, in_fd, out_fd, **options)
+
+
+async def serve_stdio(server: Server, **options: Any) -> None:
+    """Serve `server` over stdio until EOF on the input (options as for `open_stdio`)."""
+    await open_stdio(server, **options).serve()
