@@ -6,16 +6,18 @@ import re
 
 import pytest
 
-from conftest import ROOT, request
+from conftest import ROOT, meta, request
 from memory import result_of
 
 pytestmark = pytest.mark.anyio
 
 
-def readme_python() -> str:
+def readme_server(index: int):
+    """Run the README's Python example number `index` and return its `server`."""
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
-    assert blocks, "the README has a Python example"
-    return "\n".join(blocks)
+    namespace: dict = {}
+    exec(compile(blocks[index], "README.md", "exec"), namespace)
+    return namespace["server"]
 
 
 def test_readme_quick_start_commands_match_ci() -> None:
@@ -25,9 +27,7 @@ def test_readme_quick_start_commands_match_ci() -> None:
 
 
 async def test_readme_example_server_answers_as_documented() -> None:
-    namespace: dict = {}
-    exec(compile(readme_python(), "README.md", "exec"), namespace)
-    server = namespace["server"]
+    server = readme_server(0)
     tools = await result_of(server, request("tools/list"))
     assert [t["name"] for t in tools["tools"]] == ["forecast", "slow_report", "raw"]
     called = await result_of(server, request("tools/call", name="forecast", arguments={"city": "Paris"}))
@@ -42,3 +42,24 @@ async def test_readme_example_server_answers_as_documented() -> None:
         server, request("completion/complete", ref={"type": "ref/prompt", "name": "plan_trip"}, argument={"name": "city", "value": "P"})
     )
     assert done["completion"]["values"] == ["Paris", "Prague"]
+
+
+async def test_readme_asking_example_elicits_or_falls_back_to_sampling() -> None:
+    server = readme_server(1)
+    caps = "io.modelcontextprotocol/clientCapabilities"
+    first = await result_of(server, request("tools/call", _meta=meta(**{caps: {"elicitation": {}}}), name="greet"))
+    assert first["resultType"] == "input_required"
+    assert first["inputRequests"]["name"]["method"] == "elicitation/create"
+    retry = await result_of(
+        server,
+        request(
+            "tools/call",
+            _meta=meta(**{caps: {"elicitation": {}}}),
+            name="greet",
+            requestState=first["requestState"],
+            inputResponses={"name": {"action": "accept", "content": {"name": "Ada"}}},
+        ),
+    )
+    assert retry["content"][0]["text"] == "Hello, Ada!"
+    sampled = await result_of(server, request("tools/call", _meta=meta(**{caps: {"sampling": {}}}), name="greet"))
+    assert sampled["inputRequests"]["name"]["method"] == "sampling/createMessage"
