@@ -587,3 +587,8 @@ def test_param_checks_follow_the_given_params_only() -> None:
 )
 def test_status_for(code: int | None, status: int) -> None:
     assert status_for(code) == status
+
+
+def test_param_header_present_while_the_argument_is_absent_is_rejected() -> None:
+    message = call(region=None)
+    mismatch(check_mcp_headers(mcp(message, mcp_param_region="eu"), message, PARAMS), 1, "Mcp-Param-Region", "is not")

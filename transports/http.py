@@ -10,6 +10,8 @@ headers, connections, in-flight calls, timeouts) are named fields of
 
 from __future__ import annotations
 
+import sys
+import traceback
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
@@ -21,7 +23,7 @@ from anyio.streams.stapled import MultiListener
 
 from mcpcore.call import Call
 from mcpcore.server import Server
-from mcpcore.wire import NOTIFICATION, McpError, encode_error
+from mcpcore.wire import INVALID_REQUEST, NOTIFICATION, McpError, encode_error
 
 from .httprules import Inbound, Policy, Rejection, check_body, check_head, check_mcp_headers, make_policy, status_for
 from .sse import sse_comment, sse_event
@@ -215,11 +217,14 @@ class HttpServer:
         link = _Link(stream, self.config.max_header_bytes)
         try:
             if self._connections > self.config.max_connections:
-                await self._send_rejection(link, Rejection(503, McpError(-32000, "Too many connections; retry shortly"), None, (("retry-after", "1"),)), close=True)
+                busy = Rejection(503, McpError(INVALID_REQUEST, "Too many connections; retry shortly"), None, (("retry-after", "1"),))
+                await self._send_rejection(link, busy, close=True)
                 return
             await self._serve_link(link)
-        except ClientGone:
+        except (ClientGone, h11.ProtocolError):
             pass
+        except Exception:  # one broken connection must never take the server down
+            traceback.print_exc(file=sys.stderr)
         finally:
             self._connections -= 1
             await stream.aclose()
@@ -234,11 +239,16 @@ class HttpServer:
             except h11.RemoteProtocolError as error:
                 status = 408 if error.error_status_hint == 408 else error.error_status_hint
                 if link.h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-                    await self._send_rejection(link, Rejection(status, McpError(-32600, f"Bad request: {error}")), close=True)
+                    await self._send_rejection(link, Rejection(status, McpError(INVALID_REQUEST, f"Bad request: {error}")), close=True)
                 return
             if request is None:
                 return
-            keep = await self._exchange(link, request)
+            try:
+                keep = await self._exchange(link, request)
+            except h11.RemoteProtocolError as error:  # e.g. a malformed chunked body
+                if link.h11.our_state is h11.SEND_RESPONSE:
+                    await self._send_rejection(link, Rejection(400, McpError(INVALID_REQUEST, f"Bad request: {error}")), close=True)
+                return
             if not keep or link.h11.our_state is not h11.DONE or link.h11.their_state is not h11.DONE:
                 return
             link.h11.start_next_cycle()
@@ -271,12 +281,25 @@ class HttpServer:
     async def _exchange(self, link: _Link, request: h11.Request) -> bool:
         """Answer one request; False when the connection must close afterwards."""
         headers = _header_map(request.headers)
-        rejection = check_head(self.policy, request.method.decode("ascii", "replace"), request.target.decode("ascii", "replace"), headers)
+        head_only = request.method == b"HEAD"
+        head_size = len(request.target) + sum(len(name) + len(value) + 4 for name, value in request.headers)
+        if head_size > self.config.max_header_bytes:
+            too_big = Rejection(431, McpError(INVALID_REQUEST, f"Headers exceed the limit of {self.config.max_header_bytes} bytes"))
+            await self._send_rejection(link, too_big, close=True, head_only=head_only)
+            return False
+        method, target = request.method.decode("ascii", "replace"), request.target.decode("ascii", "replace")
+        rejection = check_head(self.policy, method, target, headers)
+        expects_continue = headers.get("expect", "").lower() == "100-continue"
         if rejection is not None:
-            body_pending = headers.get("content-length", "0") != "0" or "transfer-encoding" in headers
-            await self._send_rejection(link, rejection, close=body_pending)
-            return not body_pending
-        if headers.get("expect", "").lower() == "100-continue":
+            if rejection.status == 413 or expects_continue:  # do not read a body we refuse
+                await self._send_rejection(link, rejection, close=True, head_only=head_only)
+                return False
+            unread = await self._read_body(link)  # bounded by the body limit and timeout
+            if isinstance(unread, Rejection):
+                rejection = unread
+            await self._send_rejection(link, rejection, close=isinstance(unread, Rejection), head_only=head_only)
+            return not isinstance(unread, Rejection)
+        if expects_continue:
             await link.send(h11.InformationalResponse(status_code=100, headers=[]))
         body = await self._read_body(link)
         if isinstance(body, Rejection):
@@ -311,13 +334,13 @@ class HttpServer:
                 if isinstance(event, h11.Data):
                     size += len(event.data)
                     if size > limit:
-                        return Rejection(413, McpError(-32600, f"Body exceeds the limit of {limit} bytes"))
+                        return Rejection(413, McpError(INVALID_REQUEST, f"Body exceeds the limit of {limit} bytes"))
                     parts.append(event.data)
                 elif isinstance(event, h11.EndOfMessage):
                     return b"".join(parts)
                 else:
                     raise ClientGone
-        return Rejection(408, McpError(-32600, "The request body took too long to arrive"))
+        return Rejection(408, McpError(INVALID_REQUEST, "The request body took too long to arrive"))
 
     async def _call(self, link: _Link, inbound: Inbound) -> None:
         call = Call(inbound.message)
@@ -351,13 +374,16 @@ class HttpServer:
         """Response headers, plus `Connection: close` once shutdown has begun."""
         return headers + [(b"connection", b"close")] if self._closing else list(headers)
 
-    async def _send_rejection(self, link: _Link, rejection: Rejection, close: bool = False) -> None:
+    async def _send_rejection(self, link: _Link, rejection: Rejection, close: bool = False, head_only: bool = False) -> None:
         body = encode_error(rejection.request_id, rejection.error)
         headers = JSON_HEADERS + [(b"content-length", str(len(body)).encode())]
         headers += [(name.encode(), value.encode()) for name, value in rejection.headers]
         if close or self._closing:
             headers.append((b"connection", b"close"))
-        await link.send(_response(rejection.status, headers), h11.Data(data=body), h11.EndOfMessage())
+        events: list[Any] = [_response(rejection.status, headers)]
+        if not head_only:  # a response to HEAD carries no body
+            events.append(h11.Data(data=body))
+        await link.send(*events, h11.EndOfMessage())
 
 
 def _header_map(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import base64
 import binascii
 import ipaddress
+import re
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
@@ -53,6 +54,7 @@ _STATUS = {
 NAME_FIELDS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 SENTINEL_PREFIX, SENTINEL_SUFFIX = "=?base64?", "?="
+_INTEGER = re.compile(r"-?[0-9]+(\.0+)?")  # 42 and 42.0 compare equal; 4_2 or 4e1 never
 
 
 def status_for(code: int | None) -> int:
@@ -233,10 +235,9 @@ def _same_value(kind: str, header: str, value: Any) -> bool:
     if kind == "integer":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return False
-        try:
-            return Decimal(header) == Decimal(str(value))
-        except InvalidOperation:
+        if not _INTEGER.fullmatch(header):
             return False
+        return Decimal(header) == Decimal(str(value))
     return isinstance(value, str) and header == value
 
 
