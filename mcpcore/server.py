@@ -290,14 +290,17 @@ class Server:
         self, handler: Handler, method: str, params: dict[str, Any], context: Context, call: Call
     ) -> dict[str, Any] | bytes:
         """Run a handler that may ask for input; on a retry, open its sealed state first."""
-        target = params.get(_INPUT_METHODS[method])
-        arguments = None if method == "resources/read" else params.get("arguments") or {}
-        bound = binding(method, target if isinstance(target, str) else "", arguments, call.principal)
+
+        def bound() -> str:  # computed only when state is opened or sealed
+            target = params.get(_INPUT_METHODS[method])
+            arguments = None if method == "resources/read" else params.get("arguments") or {}
+            return binding(method, target if isinstance(target, str) else "", arguments, call.principal)
+
         responses = params.get("inputResponses")
         if responses is not None and not isinstance(responses, dict):
             raise invalid_params("inputResponses must be an object keyed by input request name")
         if params.get("requestState") is not None:
-            payload = self.sealer.open(params["requestState"], bound)
+            payload = self.sealer.open(params["requestState"], bound())
             context.state = payload.get("state")
             asked = payload.get("asked") or {}
             context.answers = {
@@ -308,7 +311,7 @@ class Server:
         try:
             return await handler(params, context)
         except InputRequired as ask:
-            return self._input_required(ask, context, bound)
+            return self._input_required(ask, context, bound())
 
     def _input_required(self, ask: InputRequired, context: Context, bound: str) -> dict[str, Any]:
         missing: dict[str, Any] = {}

@@ -74,6 +74,57 @@ def _describe(schema: dict[str, Any]) -> str:
     return kind or "a matching value"
 
 
+_ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment", "x-mcp-header"})
+_EXACT_TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "boolean": (bool,), "null": (type(None),), "array": (list,)}
+
+
+def _fast_check(schema: Any) -> Any:
+    """A quick yes/no check for the common simple schemas, or None when not simple.
+
+    Covers `{"type": T}` leaves and objects of them with `properties`, `required`
+    and `additionalProperties: false`; anything else uses the full validator.
+    """
+    if not isinstance(schema, dict):
+        return None
+    kind = schema.get("type")
+    if not isinstance(kind, str):
+        return None
+    keys = schema.keys() - _ANNOTATIONS
+    if kind in _EXACT_TYPES and keys == {"type"}:
+        exact = _EXACT_TYPES[kind]
+        return lambda value: type(value) in exact
+    if kind == "integer" and keys == {"type"}:
+        return lambda value: type(value) is int
+    if kind == "number" and keys == {"type"}:
+        return lambda value: type(value) in (int, float)
+    if kind != "object" or not keys <= {"type", "properties", "required", "additionalProperties"}:
+        return None
+    extra = schema.get("additionalProperties", True)
+    if extra not in (True, False):
+        return None
+    checks = {name: _fast_check(sub) for name, sub in schema.get("properties", {}).items()}
+    if any(check is None for check in checks.values()):
+        return None
+    required = tuple(schema.get("required", ()))
+
+    def check(value: Any) -> bool:
+        if type(value) is not dict:
+            return False
+        for name in required:
+            if name not in value:
+                return False
+        for name, item in value.items():
+            item_check = checks.get(name)
+            if item_check is None:
+                if extra is False:
+                    return False
+            elif not item_check(item):
+                return False
+        return True
+
+    return check
+
+
 class Validator:
     """Validates values against one schema document (the root of its `$ref`s)."""
 
@@ -82,9 +133,12 @@ class Validator:
         self._anchors = dict(_collect_anchors(schema))
         self._steps = 0
         self._following: set[tuple[int, int]] = set()  # ($ref target, value) pairs being checked
+        self._quick = _fast_check(schema)
 
     def validate(self, value: Any) -> None:
         """Raise `SchemaViolation` for the first problem found."""
+        if self._quick is not None and self._quick(value):
+            return
         self._steps = 0
         self._check(value, self.root, "", 0)
 

@@ -1,15 +1,20 @@
-"""Streamable HTTP transport: an anyio TCP listener and one h11 connection per client.
+"""Streamable HTTP transport: h11 connection state machines on asyncio protocols.
 
-Each POST carrying a request becomes one `server.handle` call with an
-`HttpWriter`: the reply is a single JSON body unless a notification comes
-first, in which case it upgrades to an SSE stream (ADR 2). While a call runs,
-the connection is watched so a client disconnect cancels it. Limits (body,
-headers, connections, in-flight calls, timeouts) are named fields of
-`HttpConfig`; `HttpServer.stop()` drains in-flight calls within a grace period.
+Each TCP connection is a `_Connection` (an `asyncio.Protocol`) that feeds bytes
+to one `h11.Connection` and pulls events synchronously; a complete POST that
+carries a request becomes one task running `server.handle` with an
+`HttpWriter`, which answers with one JSON body unless a notification comes
+first, in which case it upgrades to an SSE stream (ADR 2). The peer closing
+the connection cancels that task. Owning the socket callbacks keeps the hot
+path free of per-request task groups and stream wrappers (ADR 11); anyio still
+runs the server and everything inside a call. Limits (body, headers,
+connections, in-flight calls, timeouts) are named fields of `HttpConfig`;
+`HttpServer.stop()` drains in-flight calls within a grace period.
 """
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import traceback
 from dataclasses import dataclass
@@ -19,13 +24,12 @@ from typing import Any
 import anyio
 import anyio.abc
 import h11
-from anyio.streams.stapled import MultiListener
 
 from mcpcore.call import Call
 from mcpcore.server import Server
 from mcpcore.wire import INVALID_REQUEST, NOTIFICATION, McpError, encode_error
 
-from .httprules import Inbound, Policy, Rejection, check_body, check_head, check_mcp_headers, make_policy, status_for
+from .httprules import Policy, Rejection, check_body, check_head, check_mcp_headers, make_policy, status_for
 from .sse import sse_comment, sse_event
 
 JSON_HEADERS = [(b"content-type", b"application/json")]
@@ -34,7 +38,6 @@ SSE_HEADERS = [
     (b"cache-control", b"no-cache"),
     (b"x-accel-buffering", b"no"),
 ]
-_READ_SIZE = 65536
 
 
 @dataclass
@@ -62,330 +65,6 @@ def _response(status: int, headers: list[tuple[bytes, bytes]]) -> h11.Response:
     return h11.Response(status_code=status, headers=headers, reason=HTTPStatus(status).phrase.encode())
 
 
-class ClientGone(Exception):
-    """The peer closed the connection or reset it."""
-
-
-class _Link:
-    """One h11 connection over one socket stream: sending and event reading."""
-
-    def __init__(self, stream: anyio.abc.SocketStream, max_header_bytes: int) -> None:
-        self.stream = stream
-        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=max_header_bytes)
-        self.gone = False
-        self._lock = anyio.Lock(fast_acquire=True)
-
-    async def send(self, *events: Any) -> None:
-        if self.gone:
-            raise ClientGone
-        data = b"".join(self.h11.send(event) or b"" for event in events)
-        async with self._lock:
-            try:
-                await self.stream.send(data)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                self.gone = True
-                raise ClientGone from None
-
-    async def receive_more(self) -> None:
-        try:
-            data = await self.stream.receive(_READ_SIZE)
-        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            data = b""
-        if not data:
-            self.gone = True
-        self.h11.receive_data(data)
-
-    async def next_event(self) -> Any:
-        while True:
-            event = self.h11.next_event()
-            if event is not h11.NEED_DATA:
-                return event
-            if self.gone:
-                raise ClientGone
-            await self.receive_more()
-
-
-class HttpWriter:
-    """The per-request writer: Direct → (Sse →) Closed, as in DESIGN.md."""
-
-    def __init__(self, link: _Link, call: Call, tasks: anyio.abc.TaskGroup, http: "HttpServer") -> None:
-        self.link = link
-        self.call = call
-        self.tasks = tasks
-        self.http = http
-        self.state = "direct"
-        self._last_write = 0.0
-
-    async def _write(self, *events: Any) -> None:
-        try:
-            await self.link.send(*events)
-        except ClientGone:
-            self.call.cancelled = True
-            raise anyio.get_cancelled_exc_class() from None
-        self._last_write = anyio.current_time()
-
-    async def notify(self, message: bytes) -> None:
-        if self.call.cancelled:
-            return
-        if self.state == "closed":
-            raise RuntimeError("notification after the response was sent")
-        events: list[Any] = []
-        if self.state == "direct":
-            self.state = "sse"
-            events.append(_response(200, self.http.closing_headers(SSE_HEADERS)))
-            self.tasks.start_soon(self._keep_alive)
-        events.append(h11.Data(data=sse_event(message)))
-        await self._write(*events)
-
-    async def respond(self, message: bytes, error_code: int | None = None) -> None:
-        if self.call.cancelled:
-            return
-        if self.state == "closed":
-            raise RuntimeError("a second response for one request")
-        if self.state == "direct":
-            headers = self.http.closing_headers(JSON_HEADERS + [(b"content-length", str(len(message)).encode())])
-            events: list[Any] = [_response(status_for(error_code), headers), h11.Data(data=message)]
-        else:
-            events = [h11.Data(data=sse_event(message))]
-        self.state = "closed"
-        await self._write(*events, h11.EndOfMessage())
-
-    async def _keep_alive(self) -> None:
-        """A comment line on an idle SSE stream so proxies keep it open."""
-        interval = self.http.config.sse_keepalive
-        while self.state == "sse":
-            await anyio.sleep(max(0.0, self._last_write + interval - anyio.current_time()))
-            if self.state == "sse" and anyio.current_time() - self._last_write >= interval:
-                await self._write(h11.Data(data=sse_comment()))
-
-
-class HttpServer:
-    """Serves one `Server` over Streamable HTTP until `stop()` (graceful) or cancellation."""
-
-    def __init__(self, server: Server, config: HttpConfig | None = None) -> None:
-        self.server = server
-        self.config = config or HttpConfig()
-        self.port = self.config.port
-        self.policy: Policy = make_policy(
-            self.config.host, self.config.port, self.config.path, self.config.allowed_hosts, self.config.allowed_origins,
-            self.config.max_body_bytes,
-        )
-        self._stop = anyio.Event()
-        self._connections = 0
-        self._active = 0
-        self._idle = anyio.Event()
-        self._slots = anyio.Semaphore(self.config.max_in_flight, fast_acquire=True)
-        self._closing = False
-
-    @property
-    def url(self) -> str:
-        host = f"[{self.config.host}]" if ":" in self.config.host else self.config.host
-        return f"http://{host}:{self.port}{self.config.path}"
-
-    def stop(self) -> None:
-        """Stop accepting, end subscriptions gracefully, let in-flight calls finish
-        (grace period), then return from `serve`."""
-        self._stop.set()
-
-    async def serve(self, *, task_status: anyio.abc.TaskStatus[HttpServer] = anyio.TASK_STATUS_IGNORED) -> None:
-        listener = await anyio.create_tcp_listener(
-            local_host=self.config.host, local_port=self.config.port, reuse_port=self.config.reuse_port, backlog=1024
-        )
-        self.port = _bound_port(listener)
-        if self.config.port == 0:
-            self.policy = make_policy(
-                self.config.host, self.port, self.config.path, self.config.allowed_hosts, self.config.allowed_origins,
-                self.config.max_body_bytes,
-            )
-        async with anyio.create_task_group() as connections:
-            async with anyio.create_task_group() as accepting:
-                accepting.start_soon(listener.serve, self._connection, connections)
-                task_status.started(self)
-                await self._stop.wait()
-                accepting.cancel_scope.cancel()
-            await listener.aclose()
-            self._closing = True
-            self.server.close_subscriptions()
-            with anyio.move_on_after(self.config.grace_period):
-                while self._active:
-                    self._idle = anyio.Event()
-                    await self._idle.wait()
-            connections.cancel_scope.cancel()
-
-    async def _connection(self, stream: anyio.abc.SocketStream) -> None:
-        self._connections += 1
-        link = _Link(stream, self.config.max_header_bytes)
-        try:
-            if self._connections > self.config.max_connections:
-                busy = Rejection(503, McpError(INVALID_REQUEST, "Too many connections; retry shortly"), None, (("retry-after", "1"),))
-                await self._send_rejection(link, busy, close=True)
-                return
-            await self._serve_link(link)
-        except (ClientGone, h11.ProtocolError):
-            pass
-        except Exception:  # one broken connection must never take the server down
-            traceback.print_exc(file=sys.stderr)
-        finally:
-            self._connections -= 1
-            await stream.aclose()
-
-    async def _serve_link(self, link: _Link) -> None:
-        first = True
-        while not self._closing:
-            timeout = self.config.header_timeout if first else self.config.keep_alive_timeout
-            first = False
-            try:
-                request = await self._next_request(link, timeout)
-            except h11.RemoteProtocolError as error:
-                status = 408 if error.error_status_hint == 408 else error.error_status_hint
-                if link.h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-                    await self._send_rejection(link, Rejection(status, McpError(INVALID_REQUEST, f"Bad request: {error}")), close=True)
-                return
-            if request is None:
-                return
-            try:
-                keep = await self._exchange(link, request)
-            except h11.RemoteProtocolError as error:  # e.g. a malformed chunked body
-                if link.h11.our_state is h11.SEND_RESPONSE:
-                    await self._send_rejection(link, Rejection(400, McpError(INVALID_REQUEST, f"Bad request: {error}")), close=True)
-                return
-            if not keep or link.h11.our_state is not h11.DONE or link.h11.their_state is not h11.DONE:
-                return
-            link.h11.start_next_cycle()
-
-    async def _next_request(self, link: _Link, idle_timeout: float) -> h11.Request | None:
-        """The next request head; None on a clean close or an idle timeout."""
-        with anyio.move_on_after(idle_timeout):
-            while True:
-                event = link.h11.next_event()
-                if isinstance(event, h11.Request):
-                    return event
-                if event is h11.NEED_DATA:
-                    if link.gone:
-                        return None
-                    if link.h11.trailing_data[0] or link.h11.their_state is not h11.IDLE:
-                        return await self._rest_of_head(link)
-                    await link.receive_more()
-                    continue
-                return None  # ConnectionClosed or PAUSED
-        if link.h11.trailing_data[0]:
-            raise h11.RemoteProtocolError("Request headers took too long", error_status_hint=408)
-        return None
-
-    async def _rest_of_head(self, link: _Link) -> h11.Request | None:
-        with anyio.move_on_after(self.config.header_timeout):
-            event = await link.next_event()
-            return event if isinstance(event, h11.Request) else None
-        raise h11.RemoteProtocolError("Request headers took too long", error_status_hint=408)
-
-    async def _exchange(self, link: _Link, request: h11.Request) -> bool:
-        """Answer one request; False when the connection must close afterwards."""
-        headers = _header_map(request.headers)
-        head_only = request.method == b"HEAD"
-        head_size = len(request.target) + sum(len(name) + len(value) + 4 for name, value in request.headers)
-        if head_size > self.config.max_header_bytes:
-            too_big = Rejection(431, McpError(INVALID_REQUEST, f"Headers exceed the limit of {self.config.max_header_bytes} bytes"))
-            await self._send_rejection(link, too_big, close=True, head_only=head_only)
-            return False
-        method, target = request.method.decode("ascii", "replace"), request.target.decode("ascii", "replace")
-        rejection = check_head(self.policy, method, target, headers)
-        expects_continue = headers.get("expect", "").lower() == "100-continue"
-        if rejection is not None:
-            if rejection.status == 413 or expects_continue:  # do not read a body we refuse
-                await self._send_rejection(link, rejection, close=True, head_only=head_only)
-                return False
-            unread = await self._read_body(link)  # bounded by the body limit and timeout
-            if isinstance(unread, Rejection):
-                rejection = unread
-            await self._send_rejection(link, rejection, close=isinstance(unread, Rejection), head_only=head_only)
-            return not isinstance(unread, Rejection)
-        if expects_continue:
-            await link.send(h11.InformationalResponse(status_code=100, headers=[]))
-        body = await self._read_body(link)
-        if isinstance(body, Rejection):
-            await self._send_rejection(link, body, close=True)
-            return False
-        inbound = check_body(body)
-        if isinstance(inbound, Rejection):
-            await self._send_rejection(link, inbound)
-            return True
-        if inbound.kind == NOTIFICATION:
-            await link.send(_response(202, self.closing_headers([(b"content-length", b"0")])), h11.EndOfMessage())
-            return True
-        tool = None
-        if inbound.message["method"] == "tools/call":
-            params = inbound.message.get("params")
-            name = params.get("name") if isinstance(params, dict) else None
-            tool = self.server.tools.get(name) if isinstance(name, str) else None
-        mismatch = check_mcp_headers(headers, inbound.message, tool.headers if tool else ())
-        if mismatch is not None:
-            await self._send_rejection(link, mismatch)
-            return True
-        await self._call(link, inbound)
-        return True
-
-    async def _read_body(self, link: _Link) -> bytes | Rejection:
-        limit = self.config.max_body_bytes
-        parts: list[bytes] = []
-        size = 0
-        with anyio.move_on_after(self.config.body_timeout):
-            while True:
-                event = await link.next_event()
-                if isinstance(event, h11.Data):
-                    size += len(event.data)
-                    if size > limit:
-                        return Rejection(413, McpError(INVALID_REQUEST, f"Body exceeds the limit of {limit} bytes"))
-                    parts.append(event.data)
-                elif isinstance(event, h11.EndOfMessage):
-                    return b"".join(parts)
-                else:
-                    raise ClientGone
-        return Rejection(408, McpError(INVALID_REQUEST, "The request body took too long to arrive"))
-
-    async def _call(self, link: _Link, inbound: Inbound) -> None:
-        call = Call(inbound.message)
-        await self._slots.acquire()
-        self._active += 1
-        try:
-            async with anyio.create_task_group() as tasks:
-                writer = HttpWriter(link, call, tasks, self)
-                tasks.start_soon(self._watch_disconnect, link, call, tasks.cancel_scope)
-                await self.server.handle(call, writer)
-                tasks.cancel_scope.cancel()
-        finally:
-            self._slots.release()
-            self._active -= 1
-            if not self._active:
-                self._idle.set()
-        if call.cancelled:
-            raise ClientGone
-
-    async def _watch_disconnect(self, link: _Link, call: Call, scope: anyio.CancelScope) -> None:
-        """Read ahead while a call runs; the peer closing cancels the call."""
-        while not link.gone and len(link.h11.trailing_data[0]) < self.config.max_header_bytes + self.config.max_body_bytes:
-            await link.receive_more()
-        if link.gone:
-            call.cancelled = True
-            scope.cancel()
-        else:
-            await anyio.sleep_forever()
-
-    def closing_headers(self, headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-        """Response headers, plus `Connection: close` once shutdown has begun."""
-        return headers + [(b"connection", b"close")] if self._closing else list(headers)
-
-    async def _send_rejection(self, link: _Link, rejection: Rejection, close: bool = False, head_only: bool = False) -> None:
-        body = encode_error(rejection.request_id, rejection.error)
-        headers = JSON_HEADERS + [(b"content-length", str(len(body)).encode())]
-        headers += [(name.encode(), value.encode()) for name, value in rejection.headers]
-        if close or self._closing:
-            headers.append((b"connection", b"close"))
-        events: list[Any] = [_response(rejection.status, headers)]
-        if not head_only:  # a response to HEAD carries no body
-            events.append(h11.Data(data=body))
-        await link.send(*events, h11.EndOfMessage())
-
-
 def _header_map(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
     headers: dict[str, str] = {}
     for name, value in raw:
@@ -395,13 +74,400 @@ def _header_map(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
     return headers
 
 
-def _bound_port(listener: Any) -> int:
-    listeners = listener.listeners if isinstance(listener, MultiListener) else [listener]
-    return listeners[0].extra(anyio.abc.SocketAttribute.local_port)
+class HttpWriter:
+    """The per-request writer: Direct → (Sse →) Closed, as in DESIGN.md."""
+
+    def __init__(self, connection: "_Connection", call: Call) -> None:
+        self.connection = connection
+        self.call = call
+        self.state = "direct"
+        self._last_write = 0.0
+        self._ticker: asyncio.TimerHandle | None = None
+
+    async def _write(self, *events: Any) -> None:
+        if self.connection.gone:  # the peer left: the call is being cancelled
+            self.call.cancelled = True
+            return
+        self.connection.send(*events)
+        self._last_write = self.connection.loop.time()
+        await self.connection.drain()
+
+    async def notify(self, message: bytes) -> None:
+        if self.call.cancelled:
+            return
+        if self.state == "closed":
+            raise RuntimeError("notification after the response was sent")
+        events: list[Any] = []
+        if self.state == "direct":
+            self.state = "sse"
+            events.append(_response(200, self.connection.http.closing_headers(SSE_HEADERS)))
+            self._schedule_tick()
+        events.append(h11.Data(data=sse_event(message)))
+        await self._write(*events)
+
+    async def respond(self, message: bytes, error_code: int | None = None) -> None:
+        if self.call.cancelled:
+            return
+        if self.state == "closed":
+            raise RuntimeError("a second response for one request")
+        if self.state == "direct":
+            headers = JSON_HEADERS + [(b"content-length", str(len(message)).encode())]
+            status = status_for(error_code)
+            events: list[Any] = [_response(status, self.connection.http.closing_headers(headers)), h11.Data(data=message)]
+        else:
+            events = [h11.Data(data=sse_event(message))]
+        self.close()
+        await self._write(*events, h11.EndOfMessage())
+
+    def close(self) -> None:
+        self.state = "closed"
+        if self._ticker is not None:
+            self._ticker.cancel()
+
+    def _schedule_tick(self) -> None:
+        interval = self.connection.http.config.sse_keepalive
+        self._ticker = self.connection.loop.call_later(interval, self._tick)
+
+    def _tick(self) -> None:
+        """A comment line on an idle SSE stream so proxies keep it open."""
+        if self.state != "sse" or self.connection.gone:
+            return
+        interval = self.connection.http.config.sse_keepalive
+        idle = self.connection.loop.time() - self._last_write
+        if idle >= interval * 0.99:
+            self.connection.send(h11.Data(data=sse_comment()))
+            self._last_write = self.connection.loop.time()
+            idle = 0.0
+        self._ticker = self.connection.loop.call_later(max(interval - idle, 0.001), self._tick)
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection: h11 events in, one request at a time, responses out."""
+
+    def __init__(self, http: "HttpServer") -> None:
+        self.http = http
+        self.loop = asyncio.get_running_loop()
+        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=http.config.max_header_bytes)
+        self.transport: asyncio.Transport | None = None
+        self.gone = False
+        self.task: asyncio.Task[None] | None = None
+        self.call: Call | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._drained: asyncio.Future[None] | None = None
+        self._reading_paused = False
+        self._request: h11.Request | None = None
+        self._headers: dict[str, str] = {}
+        self._body: list[bytes] = []
+        self._body_size = 0
+        self._refusal: Rejection | None = None  # answer once the refused request's body is read
+
+    # -- asyncio callbacks ------------------------------------------------
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        self.http.connections.add(self)
+        if len(self.http.connections) > self.http.config.max_connections:
+            busy = Rejection(503, McpError(INVALID_REQUEST, "Too many connections; retry shortly"), None, (("retry-after", "1"),))
+            self._refuse_now(busy)
+            return
+        self._set_timer(self.http.config.header_timeout)
+
+    def data_received(self, data: bytes) -> None:
+        self.h11.receive_data(data)
+        if self.task is None:
+            self._advance()
+        elif len(self.h11.trailing_data[0]) > self.http.config.max_header_bytes + self.http.config.max_body_bytes:
+            self._pause_reading()  # a pipelining client far ahead of us
+
+    def eof_received(self) -> bool | None:
+        self.h11.receive_data(b"")
+        if self.task is None:
+            self._advance()
+        else:
+            self._lost()
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost()
+        self.http.connections.discard(self)
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._drained = self.loop.create_future()
+
+    def resume_writing(self) -> None:
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+        self._drained = None
+
+    # -- writing ------------------------------------------------------
+
+    def send(self, *events: Any) -> None:
+        if self.gone or self.transport is None:
+            return
+        self.transport.write(b"".join(self.h11.send(event) or b"" for event in events))
+
+    async def drain(self) -> None:
+        if self._drained is not None:
+            await self._drained
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    # -- reading ------------------------------------------------------
+
+    def _lost(self) -> None:
+        """The peer is gone: cancel whatever it asked for."""
+        self.gone = True
+        self._cancel_timer()
+        if self.call is not None:
+            self.call.cancelled = True
+        if self.task is not None:
+            self.task.cancel()
+
+    def _advance(self) -> None:
+        """Pull events until one needs more data or starts a call."""
+        try:
+            while not self.gone:
+                event = self.h11.next_event()
+                if event is h11.NEED_DATA:
+                    self._waiting()
+                    return
+                if event is h11.PAUSED or isinstance(event, h11.ConnectionClosed):
+                    if isinstance(event, h11.ConnectionClosed) or self.h11.their_state is h11.CLOSED:
+                        self.close()
+                    return
+                if isinstance(event, h11.Request):
+                    self._on_head(event)
+                elif isinstance(event, h11.Data):
+                    self._on_body(event.data)
+                elif isinstance(event, h11.EndOfMessage) and not self._on_end():
+                    return
+        except h11.RemoteProtocolError as error:
+            status = error.error_status_hint
+            self._refuse_now(Rejection(status, McpError(INVALID_REQUEST, f"Bad request: {error}")))
+        except Exception:  # one broken connection must never take the server down
+            traceback.print_exc(file=sys.stderr)
+            self.close()
+
+    def _waiting(self) -> None:
+        """Arm the timer that fits what we are waiting for."""
+        if self.h11.their_state is h11.SEND_BODY:
+            self._set_timer(self.http.config.body_timeout)
+        elif self.h11.trailing_data[0]:
+            self._set_timer(self.http.config.header_timeout)
+        elif self.http.closing:
+            self.close()  # idle while shutting down
+        else:
+            self._set_timer(self.http.config.keep_alive_timeout)
+
+    def _on_head(self, request: h11.Request) -> None:
+        self._request = request
+        self._headers = _header_map(request.headers)
+        self._body, self._body_size, self._refusal = [], 0, None
+        head_size = len(request.target) + sum(len(name) + len(value) + 4 for name, value in request.headers)
+        if head_size > self.http.config.max_header_bytes:
+            limit = self.http.config.max_header_bytes
+            raise h11.RemoteProtocolError(f"headers exceed the limit of {limit} bytes", error_status_hint=431)
+        method, target = request.method.decode("ascii", "replace"), request.target.decode("ascii", "replace")
+        refusal = check_head(self.http.policy, method, target, self._headers)
+        expects_continue = self._headers.get("expect", "").lower() == "100-continue"
+        if refusal is not None and (refusal.status == 413 or expects_continue):
+            self._refuse_now(refusal)  # do not read a body we refuse
+        elif refusal is not None:
+            self._refusal = refusal  # read (and drop) the body, then answer and keep the connection
+        elif expects_continue:
+            self.send(h11.InformationalResponse(status_code=100, headers=[]))
+
+    def _on_body(self, data: bytes) -> None:
+        self._body_size += len(data)
+        if self._body_size > self.http.config.max_body_bytes:
+            limit = self.http.config.max_body_bytes
+            self._refuse_now(Rejection(413, McpError(INVALID_REQUEST, f"Body exceeds the limit of {limit} bytes")))
+        elif self._refusal is None:
+            self._body.append(data)
+
+    def _on_end(self) -> bool:
+        """A whole request arrived: answer it now or start its call. True to keep reading."""
+        self._cancel_timer()
+        if self._refusal is not None:
+            self._answer(self._refusal)
+            return self._next_cycle()
+        inbound = check_body(b"".join(self._body))
+        self._body = []
+        if isinstance(inbound, Rejection):
+            self._answer(inbound)
+            return self._next_cycle()
+        if inbound.kind == NOTIFICATION:
+            self.send(_response(202, self.http.closing_headers([(b"content-length", b"0")])), h11.EndOfMessage())
+            return self._next_cycle()
+        message = inbound.message
+        tool = None
+        if message["method"] == "tools/call":
+            params = message.get("params")
+            name = params.get("name") if isinstance(params, dict) else None
+            tool = self.http.server.tools.get(name) if isinstance(name, str) else None
+        mismatch = check_mcp_headers(self._headers, message, tool.headers if tool else ())
+        if mismatch is not None:
+            self._answer(mismatch)
+            return self._next_cycle()
+        self.call = Call(message)
+        self.task = self.loop.create_task(self._run(self.call))
+        return False
+
+    async def _run(self, call: Call) -> None:
+        writer = HttpWriter(self, call)
+        self.http.active += 1
+        try:
+            async with self.http.slots:
+                await self.http.server.handle(call, writer)
+        except asyncio.CancelledError:
+            call.cancelled = True  # the peer left, or the server is stopping
+        except Exception:
+            traceback.print_exc(file=sys.stderr)
+            call.cancelled = True
+        finally:
+            writer.close()
+            self.http.active -= 1
+            if not self.http.active:
+                self.http.idle.set()
+            self.task, self.call = None, None
+        if call.cancelled or self.gone:
+            self.close()
+        elif self._next_cycle():
+            self._resume_reading()
+            self._advance()
+
+    def _next_cycle(self) -> bool:
+        """After a response: ready for the next request, or close. True to keep reading."""
+        if self.h11.our_state is h11.DONE and self.h11.their_state is h11.DONE and not self.http.closing:
+            self.h11.start_next_cycle()
+            return True
+        self.close()
+        return False
+
+    # -- refusals and timers --------------------------------------------
+
+    def _answer(self, rejection: Rejection, close: bool = False) -> None:
+        body = encode_error(rejection.request_id, rejection.error)
+        headers = JSON_HEADERS + [(b"content-length", str(len(body)).encode())]
+        headers += [(name.encode(), value.encode()) for name, value in rejection.headers]
+        if close or self.http.closing:
+            headers.append((b"connection", b"close"))
+        events: list[Any] = [_response(rejection.status, headers)]
+        if self._request is None or self._request.method != b"HEAD":  # a reply to HEAD has no body
+            events.append(h11.Data(data=body))
+        self.send(*events, h11.EndOfMessage())
+
+    def _refuse_now(self, rejection: Rejection) -> None:
+        """Answer (if the state machine still allows it) and close the connection."""
+        if self.h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+            try:
+                self._answer(rejection, close=True)
+            except h11.LocalProtocolError:
+                pass
+        self.close()
+        self.gone = True
+
+    def _set_timer(self, seconds: float) -> None:
+        self._cancel_timer()
+        self._timer = self.loop.call_later(seconds, self._timed_out)
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _timed_out(self) -> None:
+        if self.task is not None:
+            return
+        if self.h11.their_state is h11.SEND_BODY or self.h11.trailing_data[0]:
+            self._refuse_now(Rejection(408, McpError(INVALID_REQUEST, "The request took too long to arrive")))
+        else:
+            self.close()  # idle keep-alive connection
+
+    def _pause_reading(self) -> None:
+        if not self._reading_paused and self.transport is not None:
+            self._reading_paused = True
+            self.transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if self._reading_paused and self.transport is not None:
+            self._reading_paused = False
+            self.transport.resume_reading()
+
+
+class HttpServer:
+    """Serves one `Server` over Streamable HTTP until `stop()` (graceful) or cancellation.
+
+    Runs on anyio's asyncio backend (it owns asyncio protocols for speed).
+    """
+
+    def __init__(self, server: Server, config: HttpConfig | None = None) -> None:
+        self.server = server
+        self.config = config or HttpConfig()
+        self.port = self.config.port
+        self.policy: Policy = self._policy(self.port)
+        self.connections: set[_Connection] = set()
+        self.active = 0
+        self.idle = anyio.Event()
+        self.slots = asyncio.Semaphore(self.config.max_in_flight)
+        self.closing = False
+        self._stop = anyio.Event()
+
+    def _policy(self, port: int) -> Policy:
+        c = self.config
+        return make_policy(c.host, port, c.path, c.allowed_hosts, c.allowed_origins, c.max_body_bytes)
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.config.host}]" if ":" in self.config.host else self.config.host
+        return f"http://{host}:{self.port}{self.config.path}"
+
+    def closing_headers(self, headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+        """Response headers, plus `Connection: close` once shutdown has begun."""
+        return headers + [(b"connection", b"close")] if self.closing else list(headers)
+
+    def stop(self) -> None:
+        """Stop accepting, end subscriptions gracefully, let in-flight calls finish
+        (grace period), then return from `serve`."""
+        self._stop.set()
+
+    async def serve(self, *, task_status: anyio.abc.TaskStatus[HttpServer] = anyio.TASK_STATUS_IGNORED) -> None:
+        loop = asyncio.get_running_loop()
+        listener = await loop.create_server(
+            lambda: _Connection(self), self.config.host, self.config.port,
+            backlog=1024, reuse_port=self.config.reuse_port or None,
+        )
+        sockets = listener.sockets or []
+        self.port = sockets[0].getsockname()[1] if sockets else self.config.port
+        self.policy = self._policy(self.port)
+        try:
+            task_status.started(self)
+            await self._stop.wait()
+            listener.close()
+            await self._drain()
+        finally:
+            listener.close()
+            for connection in list(self.connections):
+                connection.close()
+                if connection.task is not None:
+                    connection.task.cancel()
+
+    async def _drain(self) -> None:
+        self.closing = True
+        self.server.close_subscriptions()
+        for connection in list(self.connections):
+            if connection.task is None and not connection.h11.trailing_data[0]:
+                connection.close()  # idle: nothing to finish
+        with anyio.move_on_after(self.config.grace_period):
+            while self.active:
+                self.idle = anyio.Event()
+                await self.idle.wait()
 
 
 async def serve_http(server: Server, **options: Any) -> None:
     """Serve over HTTP until cancelled. Options are `HttpConfig` fields."""
-    http = HttpServer(server, HttpConfig(**options))
-    await http.serve()
-
+    await HttpServer(server, HttpConfig(**options)).serve()
