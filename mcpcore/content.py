@@ -8,12 +8,18 @@ blocks; `ToolResult` gives full control over a `tools/call` result.
 from __future__ import annotations
 
 import base64
-import mimetypes
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import orjson
+
+
+def _read_file(path: str) -> tuple[bytes, str]:
+    """A file's bytes and its guessed MIME type."""
+    import mimetypes
+
+    with open(path, "rb") as file:
+        return file.read(), mimetypes.guess_type(str(path))[0] or "application/octet-stream"
 
 
 def _b64(data: bytes | str) -> str:
@@ -28,8 +34,8 @@ class Image:
     mime_type: str = "image/png"
 
     @classmethod
-    def from_file(cls, path: str | Path) -> "Image":
-        return cls(Path(path).read_bytes(), mimetypes.guess_type(str(path))[0] or "application/octet-stream")
+    def from_file(cls, path: str) -> "Image":
+        return cls(*_read_file(path))
 
     def to_block(self) -> dict[str, Any]:
         return {"type": "image", "data": _b64(self.data), "mimeType": self.mime_type}
@@ -43,8 +49,8 @@ class Audio:
     mime_type: str = "audio/wav"
 
     @classmethod
-    def from_file(cls, path: str | Path) -> "Audio":
-        return cls(Path(path).read_bytes(), mimetypes.guess_type(str(path))[0] or "application/octet-stream")
+    def from_file(cls, path: str) -> "Audio":
+        return cls(*_read_file(path))
 
     def to_block(self) -> dict[str, Any]:
         return {"type": "audio", "data": _b64(self.data), "mimeType": self.mime_type}

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import hmac
 import os
 import time
 from typing import Any, Sequence
@@ -37,6 +35,8 @@ def _unb64(text: str) -> bytes:
 
 def binding(method: str, target: str, arguments: Any, principal: str | None) -> str:
     """A digest naming one request: method, name or URI, arguments, principal."""
+    import hashlib  # here, not at import: idle servers do not pay for it
+
     material = orjson.dumps([method, target, arguments, principal], option=orjson.OPT_SORT_KEYS)
     return _b64(hashlib.sha256(material).digest())
 
@@ -58,6 +58,9 @@ class Sealer:
         self.ttl_seconds = ttl_seconds
 
     def _mac(self, key: bytes, body: str) -> bytes:
+        import hashlib
+        import hmac
+
         return hmac.new(key, f"{VERSION}.{body}".encode(), hashlib.sha256).digest()
 
     def seal(self, payload: dict[str, Any], bound_to: str) -> str:
@@ -76,7 +79,9 @@ class Sealer:
             payload = orjson.loads(_unb64(body))
         except (binascii.Error, ValueError, orjson.JSONDecodeError):
             raise invalid_params("Invalid requestState: it is malformed; send back the value the server gave") from None
-        if not any(hmac.compare_digest(given, self._mac(key, body)) for key in self.keys):
+        from hmac import compare_digest
+
+        if not any(compare_digest(given, self._mac(key, body)) for key in self.keys):
             raise invalid_params("Invalid requestState: it was modified or not issued by this server")
         if not isinstance(payload, dict) or payload.get("exp", 0) < time.time():
             raise invalid_params("Invalid requestState: it has expired; start the request again without it")

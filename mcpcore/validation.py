@@ -10,7 +10,6 @@ correct its call. No dependency; `$ref` never leaves the document.
 from __future__ import annotations
 
 import re
-from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 from urllib.parse import unquote
@@ -301,8 +300,17 @@ def _check_number(value: float, schema: dict[str, Any], path: str) -> None:
     if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
         raise SchemaViolation(path, f"must be < {schema['exclusiveMaximum']}, got {value}")
     step = schema.get("multipleOf")
-    if step and Decimal(repr(value)) % Decimal(repr(step)) != 0:
+    if step and _remainder(value, step) != 0:
         raise SchemaViolation(path, f"must be a multiple of {step}, got {value}")
+
+
+def _remainder(value: float, step: float) -> Any:
+    """Exact remainder (floats via their shortest decimal repr)."""
+    if isinstance(value, int) and isinstance(step, int):
+        return value % step
+    from decimal import Decimal  # rare path; keeps idle memory down
+
+    return Decimal(repr(value)) % Decimal(repr(step))
 
 
 def _equal(a: Any, b: Any) -> bool:

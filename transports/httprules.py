@@ -14,7 +14,6 @@ import binascii
 import ipaddress
 import re
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
@@ -237,7 +236,7 @@ def _same_value(kind: str, header: str, value: Any) -> bool:
             return False
         if not _INTEGER.fullmatch(header):
             return False
-        return Decimal(header) == Decimal(str(value))
+        return int(header.split(".")[0]) == value
     return isinstance(value, str) and header == value
 
 

@@ -4,15 +4,20 @@
 `max_in_flight` at once: when full it stops reading, so nothing is dropped),
 and writes replies and notifications one whole line at a time. The protocol
 owns private duplicates of fds 0 and 1; fd 1 itself is pointed at stderr so
-`print()`, logging and child processes can never corrupt the stream.
+`print()`, logging and child processes can never corrupt the stream. The
+pipes are driven by asyncio pipe transports (ADR 11); a regular file on
+either side is bridged through a pipe by a small copying thread.
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import os
 import stat
 import sys
-from dataclasses import dataclass
+import threading
+import traceback
 from typing import Any
 
 import anyio
@@ -34,7 +39,6 @@ from mcpcore.wire import (
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_IN_FLIGHT = 128
 DEFAULT_GRACE_PERIOD = 2.0
-_READ_SIZE = 256 * 1024
 
 
 def claim_stdio() -> tuple[int, int]:
@@ -49,73 +53,86 @@ def claim_stdio() -> tuple[int, int]:
     return protocol_in, protocol_out
 
 
-class _Fd:
-    """Async reads and writes on one fd; waits on the event loop when it would block."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self._was_blocking = os.get_blocking(fd)
-        # Regular files are always ready and cannot be polled; others go non-blocking.
-        self._pollable = not stat.S_ISREG(os.fstat(fd).st_mode)
-        if self._pollable:
-            os.set_blocking(fd, False)
-
-    def restore(self) -> None:
-        if self._pollable:
-            os.set_blocking(self.fd, self._was_blocking)
-
-    async def read(self) -> bytes:
-        while True:
-            try:
-                return os.read(self.fd, _READ_SIZE)
-            except BlockingIOError:
-                await anyio.wait_readable(self.fd)
-
-    async def write_all(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            try:
-                view = view[os.write(self.fd, view) :]
-            except BlockingIOError:
-                await anyio.wait_writable(self.fd)
+def _copy(source: int, target: int) -> None:
+    try:
+        while chunk := os.read(source, 1 << 16):
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(target, view) :]
+    except OSError:
+        pass
+    finally:
+        os.close(target)
 
 
-class LineWriter:
-    """Writes whole lines; concurrent writers never interleave."""
+def pollable(fd: int, reading: bool) -> tuple[int, threading.Thread | None]:
+    """`fd` itself if the event loop can poll it, else a pipe end fed by (or feeding)
+    it through a copying thread (join it after closing the pipe end)."""
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        return fd, None
+    read_end, write_end = os.pipe()
+    source, target, ours = (fd, write_end, read_end) if reading else (read_end, os.dup(fd), write_end)
+    bridge = threading.Thread(target=_copy, args=(source, target), daemon=True, name="mcpcore-stdio-bridge")
+    bridge.start()
+    return ours, bridge
 
-    def __init__(self, out: _Fd) -> None:
-        self._out = out
-        self._lock = anyio.Lock(fast_acquire=True)
+
+class _Output(asyncio.Protocol):
+    """Flow control for the output pipe."""
+
+    def __init__(self) -> None:
+        self.drained: asyncio.Future[None] | None = None
         self.broken = False
 
-    async def write(self, message: bytes) -> None:
-        if self.broken:
-            return
-        async with self._lock:
-            try:
-                await self._out.write_all(message + b"\n")
-            except (BrokenPipeError, ConnectionResetError):
-                self.broken = True
+    def pause_writing(self) -> None:
+        self.drained = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        if self.drained is not None and not self.drained.done():
+            self.drained.set_result(None)
+        self.drained = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.broken = True
+        self.resume_writing()
 
 
-@dataclass(slots=True)
+class _Input(asyncio.Protocol):
+    def __init__(self, session: "StdioSession") -> None:
+        self.session = session
+
+    def data_received(self, data: bytes) -> None:
+        self.session.feed(data)
+
+    def eof_received(self) -> bool | None:
+        self.session.last_line()
+        self.session.end_of_input()
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.session.end_of_input()
+
+
 class _CallWriter:
-    """One call's view of stdout: silent once the call was cancelled."""
+    """One call's view of stdout: whole lines, silent once the call was cancelled."""
 
-    lines: LineWriter
-    call: Call
+    __slots__ = ("session", "call")
+
+    def __init__(self, session: "StdioSession", call: Call) -> None:
+        self.session = session
+        self.call = call
 
     async def notify(self, message: bytes) -> None:
         if not self.call.cancelled:
-            await self.lines.write(message)
+            await self.session.write(message)
 
     async def respond(self, message: bytes, error_code: int | None = None) -> None:
         if not self.call.cancelled:
-            await self.lines.write(message)
+            await self.session.write(message)
 
 
 class StdioSession:
-    """Reads requests from one input fd and serves them until EOF."""
+    """Reads requests from one input fd and serves them until EOF or `stop()`."""
 
     def __init__(
         self,
@@ -128,125 +145,193 @@ class StdioSession:
         grace_period: float = DEFAULT_GRACE_PERIOD,
     ) -> None:
         self.server = server
-        self._in = _Fd(in_fd)
-        self._out = _Fd(out_fd)
-        self.lines = LineWriter(self._out)
+        self.in_fd, self.out_fd = in_fd, out_fd
+        self.max_in_flight = max_in_flight
         self.max_line_bytes = max_line_bytes
         self.grace_period = grace_period
-        self._slots = anyio.Semaphore(max_in_flight, fast_acquire=True)
-        self._in_flight: dict[Any, tuple[Call, anyio.CancelScope]] = {}
-        self._drained = anyio.Event()
-        self._reading = anyio.CancelScope()
+        self.in_flight: dict[Any, tuple[Call, asyncio.Task[None]]] = {}
+        self._parts: list[bytes] = []  # the current, still unterminated line
+        self._size = 0
+        self._discarding = False  # inside a line already rejected as oversized
+        self._waiting_lines: collections.deque[bytes] = collections.deque()  # read while the window was full
+        self._input: asyncio.ReadTransport | None = None
+        self._output: asyncio.WriteTransport | None = None
+        self._out = _Output()
+        self._ended = anyio.Event()
+        self._idle = anyio.Event()
+
+    # -- lifecycle ------------------------------------------------------
 
     def stop(self) -> None:
         """Stop reading as if stdin had closed: drain in-flight calls, then return."""
-        self._reading.cancel()
+        self.end_of_input()
+
+    def end_of_input(self) -> None:
+        if self._input is not None:
+            self._input.pause_reading()
+        self._ended.set()
 
     async def serve(self) -> None:
+        loop = asyncio.get_running_loop()
+        (in_fd, in_bridge), (out_fd, out_bridge) = pollable(self.in_fd, True), pollable(self.out_fd, False)
+        blocking = (os.get_blocking(in_fd), os.get_blocking(out_fd))
+        in_file = os.fdopen(in_fd, "rb", buffering=0, closefd=in_fd != self.in_fd)
+        out_file = os.fdopen(out_fd, "wb", buffering=0, closefd=out_fd != self.out_fd)
         try:
-            async with anyio.create_task_group() as tasks:
-                with self._reading:
-                    await self._read_until_eof(tasks)
-                await self._drain()
-                tasks.cancel_scope.cancel()
+            self._output, _ = await loop.connect_write_pipe(lambda: self._out, out_file)
+            self._input, _ = await loop.connect_read_pipe(lambda: _Input(self), in_file)
+            await self._ended.wait()
+            await self._drain()
+            await self._flush()
         finally:
-            self._in.restore()
-            self._out.restore()
+            for transport in (self._input, self._output):
+                if transport is not None:
+                    transport.close()
+            for fd, was_blocking in zip((in_fd, out_fd), blocking):
+                try:
+                    os.set_blocking(fd, was_blocking)
+                except OSError:
+                    pass
+            if out_bridge is not None:
+                out_file.close()
+                out_bridge.join(self.grace_period)  # let the copy into the file finish
 
     async def _drain(self) -> None:
         """After EOF: end subscriptions gracefully, let in-flight calls finish
         within the grace period, then cancel them."""
         self.server.close_subscriptions()
-        self._drained = anyio.Event()
-        if self._in_flight:
-            with anyio.move_on_after(self.grace_period):
-                await self._drained.wait()
-        for call, scope in list(self._in_flight.values()):
+        with anyio.move_on_after(self.grace_period):
+            while self.in_flight and not self._out.broken:
+                self._idle = anyio.Event()
+                await self._idle.wait()
+        for call, task in list(self.in_flight.values()):
             call.cancelled = True
-            scope.cancel()
+            task.cancel()
+        while self.in_flight:
+            self._idle = anyio.Event()
+            await self._idle.wait()
 
-    async def _read_until_eof(self, tasks: anyio.abc.TaskGroup) -> None:
-        parts: list[bytes] = []  # the current, still unterminated line
-        size = 0
-        discarding = False  # inside a line already rejected as oversized
-        while not self.lines.broken:
-            chunk = await self._in.read()
-            if not chunk:
-                break
-            start = 0
-            while (end := chunk.find(b"\n", start)) >= 0:
-                piece = chunk[start:end]
-                start = end + 1
-                if discarding:
-                    discarding = False
-                elif size + len(piece) > self.max_line_bytes:
-                    await self._reject_oversized()
-                else:
-                    await self._accept(b"".join(parts) + piece if parts else piece, tasks)
-                parts.clear()
-                size = 0
-            if start < len(chunk) and not discarding:
-                parts.append(chunk[start:])
-                size += len(chunk) - start
-                if size > self.max_line_bytes:
-                    await self._reject_oversized()
-                    parts.clear()
-                    size, discarding = 0, True
-        if parts:
-            await self._accept(b"".join(parts), tasks)
+    async def _flush(self) -> None:
+        with anyio.move_on_after(self.grace_period):
+            while self._output is not None and self._output.get_write_buffer_size() and not self._out.broken:
+                await self.drain()
+                await anyio.sleep(0.01)
 
-    async def _reject_oversized(self) -> None:
+    # -- output -------------------------------------------------------
+
+    async def write(self, message: bytes) -> None:
+        """Write one message as one line (lines never interleave)."""
+        if self._out.broken or self._output is None:
+            self.end_of_input()  # nobody reads our output any more
+            return
+        self._output.write(message + b"\n")
+        await self.drain()
+
+    async def drain(self) -> None:
+        if self._out.drained is not None:
+            await self._out.drained
+
+    def _write_now(self, message: bytes) -> None:
+        if not self._out.broken and self._output is not None:
+            self._output.write(message + b"\n")
+
+    # -- input --------------------------------------------------------
+
+    def feed(self, chunk: bytes) -> None:
+        """Split a chunk of input into lines and accept each complete one."""
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            piece = chunk[start:end]
+            start = end + 1
+            if self._discarding:
+                self._discarding = False
+            elif self._size + len(piece) > self.max_line_bytes:
+                self._reject_oversized()
+            else:
+                self._line(b"".join(self._parts) + piece if self._parts else piece)
+            self._parts.clear()
+            self._size = 0
+        if start < len(chunk) and not self._discarding:
+            self._parts.append(chunk[start:])
+            self._size += len(chunk) - start
+            if self._size > self.max_line_bytes:
+                self._reject_oversized()
+                self._parts.clear()
+                self._size, self._discarding = 0, True
+
+    def last_line(self) -> None:
+        """At EOF, a final line without a newline still counts."""
+        if self._parts and not self._discarding:
+            self._line(b"".join(self._parts))
+        self._parts.clear()
+
+    def _reject_oversized(self) -> None:
         error = McpError(INVALID_REQUEST, f"Message exceeds the maximum line size of {self.max_line_bytes} bytes")
-        await self.lines.write(encode_error(None, error))
+        self._write_now(encode_error(None, error))
 
-    async def _accept(self, line: bytes, tasks: anyio.abc.TaskGroup) -> None:
+    def _line(self, line: bytes) -> None:
+        if len(self.in_flight) >= self.max_in_flight or self._waiting_lines:
+            self._waiting_lines.append(line)  # the window is full: hold it and stop reading
+            if self._input is not None:
+                self._input.pause_reading()
+            return
+        self._accept(line)
+
+    def _accept(self, line: bytes) -> None:
         if not line.strip():
             return
         try:
             message = orjson.loads(line)
         except orjson.JSONDecodeError as error:
-            await self.lines.write(encode_error(None, McpError(PARSE_ERROR, f"Parse error: {error}")))
+            self._write_now(encode_error(None, McpError(PARSE_ERROR, f"Parse error: {error}")))
             return
         try:
             kind = classify(message)
         except McpError as error:
-            await self.lines.write(encode_error(readable_id(message), error))
+            self._write_now(encode_error(readable_id(message), error))
             return
         if kind == NOTIFICATION:
             self._notified(message)
         elif kind != RESPONSE:
-            await self._start(message, tasks)
+            self._start(message)
 
     def _notified(self, message: dict[str, Any]) -> None:
         if message["method"] == "notifications/cancelled":
             params = message.get("params")
-            entry = self._in_flight.get(params.get("requestId")) if isinstance(params, dict) else None
+            entry = self.in_flight.get(params.get("requestId")) if isinstance(params, dict) else None
             if entry is not None:
-                call, scope = entry
+                call, task = entry
                 call.cancelled = True
-                scope.cancel()
+                task.cancel()
 
-    async def _start(self, message: dict[str, Any], tasks: anyio.abc.TaskGroup) -> None:
+    def _start(self, message: dict[str, Any]) -> None:
         request_id = message["id"]
-        if request_id in self._in_flight:
+        if request_id in self.in_flight:
             error = McpError(INVALID_REQUEST, f"Request id {request_id!r} is already in flight; ids must be unique")
-            await self.lines.write(encode_error(request_id, error))
+            self._write_now(encode_error(request_id, error))
             return
-        await self._slots.acquire()
         call = Call(message)
-        scope = anyio.CancelScope()
-        self._in_flight[request_id] = (call, scope)
-        tasks.start_soon(self._run, call, scope)
+        task = asyncio.get_running_loop().create_task(self._run(call))
+        self.in_flight[request_id] = (call, task)
 
-    async def _run(self, call: Call, scope: anyio.CancelScope) -> None:
+    async def _run(self, call: Call) -> None:
         try:
-            with scope:
-                await self.server.handle(call, _CallWriter(self.lines, call))
+            await self.server.handle(call, _CallWriter(self, call))
+        except asyncio.CancelledError:
+            call.cancelled = True
+        except Exception:
+            traceback.print_exc(file=sys.stderr)
         finally:
-            del self._in_flight[call.message["id"]]
-            self._slots.release()
-            if not self._in_flight:
-                self._drained.set()
+            del self.in_flight[call.message["id"]]
+            self._idle.set()
+            self._take_waiting()
+
+    def _take_waiting(self) -> None:
+        """A slot freed up: accept held lines, and read again once none are held."""
+        while self._waiting_lines and len(self.in_flight) < self.max_in_flight:
+            self._accept(self._waiting_lines.popleft())
+        if not self._waiting_lines and self._input is not None and not self._ended.is_set():
+            self._input.resume_reading()
 
 
 def open_stdio(server: Server, *, in_fd: int | None = None, out_fd: int | None = None, **options: Any) -> StdioSession:

@@ -3,7 +3,7 @@
 `build()` returns a fresh `Server` (used in process by the HTTP tests); `server`
 is the one `mcpcore run tests/servers/listen_server.py` serves, and
 `mcpcore run tests/servers/listen_server.py:bare` serves `bare()`, a server
-with one tool and no prompts or resources.
+with one tool and no prompts or resources (`:limited` one with small limits).
 
 `add_tool` and `add_prompt` are sync, so they run in a worker thread and
 announce through the thread path of the bus; the others are async.
@@ -74,9 +74,9 @@ def build(**options: Any) -> Server:
     return server
 
 
-def bare() -> Server:
+def bare(**options: Any) -> Server:
     """A server with one tool and neither prompts nor resources."""
-    server = Server("listen-bare", version="0.0.1")
+    server = Server("listen-bare", version="0.0.1", **options)
 
     @server.tool
     def echo(text: str) -> str:
@@ -87,3 +87,8 @@ def bare() -> Server:
 
 
 server = build()
+
+
+def limited(**options: Any) -> Server:
+    """The test server with small subscription limits: 2 open subscriptions, 3 URIs each."""
+    return build(max_subscriptions=2, max_subscription_uris=3, **options)
