@@ -97,20 +97,33 @@ def _parser() -> argparse.ArgumentParser:
                       help="an extra allowed Host name (repeatable)")
     http.add_argument("--max-body-bytes", type=int, help="largest accepted request body (4 MiB)")
     http.add_argument("--max-connections", type=int, help="open connections before new ones get 503 (1000)")
+    http.add_argument("--workers", type=int, default=1, help="worker processes sharing the port (1)")
+    http.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)  # set by the worker supervisor
     return parser
 
 
 _STDIO_OPTIONS = ("max_in_flight", "max_line_bytes", "grace_period")
 _HTTP_OPTIONS = ("max_in_flight", "grace_period", "host", "port", "path", "allowed_origins", "allowed_hosts",
-                 "max_body_bytes", "max_connections")
+                 "max_body_bytes", "max_connections", "listen_fd")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     try:
         server = load_target(args.target)
     except TargetError as error:
         sys.exit(f"mcpcore: cannot load {args.target!r}: {error}")
+    if args.workers > 1:
+        if args.transport != "http":
+            sys.exit("mcpcore: --workers needs --transport http")
+        from transports.workers import supervise
+
+        worker_args = [a for a in argv if not a.startswith("--workers")]
+        if "--workers" in argv:  # drop the value that followed it
+            position = argv.index("--workers")
+            worker_args = argv[:position] + argv[position + 2 :]
+        sys.exit(supervise(worker_args, args.host or "127.0.0.1", args.port or 8000, args.workers, args.path or "/mcp"))
     names = _HTTP_OPTIONS if args.transport == "http" else _STDIO_OPTIONS
     options = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
     for name in ("allowed_origins", "allowed_hosts"):

@@ -32,6 +32,13 @@ async def _stop_on_signals(stop: Callable[[], None], scope: anyio.CancelScope) -
                 scope.cancel()
 
 
+async def _stop_when_orphaned(stop: Callable[[], None]) -> None:
+    parent = os.getppid()
+    while os.getppid() == parent:
+        await anyio.sleep(1)
+    stop()
+
+
 async def _serve(server: Server, transport: str, options: dict[str, Any]) -> None:
     async with anyio.create_task_group() as tasks:
         if transport == "http":
@@ -41,7 +48,10 @@ async def _serve(server: Server, transport: str, options: dict[str, Any]) -> Non
             tasks.start_soon(_stop_on_signals, http.stop, tasks.cancel_scope)
             async with anyio.create_task_group() as serving:
                 await serving.start(http.serve)
-                print(f"mcpcore: serving {server.name!r} at {http.url}", file=sys.stderr, flush=True)
+                if http.config.listen_fd is None:
+                    print(f"mcpcore: serving {server.name!r} at {http.url}", file=sys.stderr, flush=True)
+                else:  # a worker: stop with the supervisor
+                    tasks.start_soon(_stop_when_orphaned, http.stop)
             if not server.sealer.configured:
                 print(
                     "mcpcore: requestState is sealed with a random per-process key; set MCPCORE_STATE_KEYS "
@@ -58,11 +68,18 @@ async def _serve(server: Server, transport: str, options: dict[str, Any]) -> Non
         tasks.cancel_scope.cancel()
 
 
+def _has_uvloop() -> bool:
+    """uvloop is used when installed (the `mcpcore[uvloop]` extra); it is never required."""
+    import importlib.util
+
+    return importlib.util.find_spec("uvloop") is not None
+
+
 def run(server: Server, transport: str = "stdio", **options: Any) -> None:
     """Serve until the transport ends or a signal arrives."""
     if transport not in TRANSPORTS:
         raise ValueError(f"unknown transport {transport!r}; choose one of {', '.join(TRANSPORTS)}")
-    anyio.run(_serve, server, transport, options)
+    anyio.run(_serve, server, transport, options, backend_options={"use_uvloop": _has_uvloop()})
     # A cancelled sync tool may still occupy a worker thread; do not wait for it.
     if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
         sys.stderr.flush()

@@ -15,6 +15,7 @@ connections, in-flight calls, timeouts) are named fields of `HttpConfig`;
 from __future__ import annotations
 
 import asyncio
+import socket
 import sys
 import traceback
 from dataclasses import dataclass
@@ -59,6 +60,7 @@ class HttpConfig:
     sse_keepalive: float = 15.0
     grace_period: float = 5.0
     reuse_port: bool = False
+    listen_fd: int | None = None  # an inherited listening socket (worker processes)
 
 
 def _response(status: int, headers: list[tuple[bytes, bytes]]) -> h11.Response:
@@ -437,10 +439,14 @@ class HttpServer:
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[HttpServer] = anyio.TASK_STATUS_IGNORED) -> None:
         loop = asyncio.get_running_loop()
-        listener = await loop.create_server(
-            lambda: _Connection(self), self.config.host, self.config.port,
-            backlog=1024, reuse_port=self.config.reuse_port or None,
-        )
+        if self.config.listen_fd is not None:
+            inherited = socket.socket(fileno=self.config.listen_fd)
+            listener = await loop.create_server(lambda: _Connection(self), sock=inherited, backlog=1024)
+        else:
+            listener = await loop.create_server(
+                lambda: _Connection(self), self.config.host, self.config.port,
+                backlog=1024, reuse_port=self.config.reuse_port or None,
+            )
         sockets = listener.sockets or []
         self.port = sockets[0].getsockname()[1] if sockets else self.config.port
         self.policy = self._policy(self.port)
