@@ -16,6 +16,7 @@ from itertools import count
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 import anyio
+import anyio.lowlevel
 import h11
 import orjson
 import pytest

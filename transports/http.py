@@ -63,17 +63,23 @@ class HttpConfig:
     listen_fd: int | None = None  # an inherited listening socket (worker processes)
 
 
+_REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
+
+
 def _response(status: int, headers: list[tuple[bytes, bytes]]) -> h11.Response:
-    return h11.Response(status_code=status, headers=headers, reason=HTTPStatus(status).phrase.encode())
+    return h11.Response(status_code=status, headers=headers, reason=_REASONS[status])
 
 
-def _header_map(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+def _header_map(raw: list[tuple[bytes, bytes]]) -> tuple[dict[str, str], int]:
+    """Request headers by lower-case name (repeats joined with ", ") and their size in bytes."""
     headers: dict[str, str] = {}
+    size = 0
     for name, value in raw:
-        key = name.decode("ascii")
+        size += len(name) + len(value) + 4
+        key = name.decode("ascii").lower()
         text = value.decode("latin-1")
         headers[key] = f"{headers[key]}, {text}" if key in headers else text
-    return headers
+    return headers, size
 
 
 class HttpWriter:
@@ -154,7 +160,7 @@ class _Connection(asyncio.Protocol):
         self.gone = False
         self.task: asyncio.Task[None] | None = None
         self.call: Call | None = None
-        self._timer: asyncio.TimerHandle | None = None
+        self.deadline: float | None = None  # checked by the server's sweeper (no timer per request)
         self._drained: asyncio.Future[None] | None = None
         self._reading_paused = False
         self._request: h11.Request | None = None
@@ -208,7 +214,8 @@ class _Connection(asyncio.Protocol):
     def send(self, *events: Any) -> None:
         if self.gone or self.transport is None:
             return
-        self.transport.write(b"".join(self.h11.send(event) or b"" for event in events))
+        send = self.h11.send
+        self.transport.write(b"".join([send(event) or b"" for event in events]))
 
     async def drain(self) -> None:
         if self._drained is not None:
@@ -267,10 +274,9 @@ class _Connection(asyncio.Protocol):
 
     def _on_head(self, request: h11.Request) -> None:
         self._request = request
-        self._headers = _header_map(request.headers)
+        self._headers, head_size = _header_map(request.headers.raw_items())
         self._body, self._body_size, self._refusal = [], 0, None
-        head_size = len(request.target) + sum(len(name) + len(value) + 4 for name, value in request.headers)
-        if head_size > self.http.config.max_header_bytes:
+        if head_size + len(request.target) > self.http.config.max_header_bytes:
             limit = self.http.config.max_header_bytes
             raise h11.RemoteProtocolError(f"headers exceed the limit of {limit} bytes", error_status_hint=431)
         method, target = request.method.decode("ascii", "replace"), request.target.decode("ascii", "replace")
@@ -374,15 +380,12 @@ class _Connection(asyncio.Protocol):
         self.gone = True
 
     def _set_timer(self, seconds: float) -> None:
-        self._cancel_timer()
-        self._timer = self.loop.call_later(seconds, self._timed_out)
+        self.deadline = self.loop.time() + seconds
 
     def _cancel_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self.deadline = None
 
-    def _timed_out(self) -> None:
+    def timed_out(self) -> None:
         if self.task is not None:
             return
         if self.h11.their_state is h11.SEND_BODY or self.h11.trailing_data[0]:
@@ -452,15 +455,30 @@ class HttpServer:
         self.policy = self._policy(self.port)
         try:
             task_status.started(self)
-            await self._stop.wait()
-            listener.close()
-            await self._drain()
+            async with anyio.create_task_group() as sweeping:
+                sweeping.start_soon(self._sweep)
+                await self._stop.wait()
+                listener.close()
+                await self._drain()
+                sweeping.cancel_scope.cancel()
         finally:
             listener.close()
             for connection in list(self.connections):
                 connection.close()
                 if connection.task is not None:
                     connection.task.cancel()
+
+    async def _sweep(self) -> None:
+        """Expire connections past their deadline (slow heads or bodies, idle keep-alive)."""
+        c = self.config
+        interval = min(1.0, max(0.01, min(c.header_timeout, c.body_timeout, c.keep_alive_timeout) / 4))
+        while True:
+            await anyio.sleep(interval)
+            now = asyncio.get_running_loop().time()
+            for connection in list(self.connections):
+                if connection.deadline is not None and connection.deadline <= now:
+                    connection.deadline = None
+                    connection.timed_out()
 
     async def _drain(self) -> None:
         self.closing = True

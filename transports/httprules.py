@@ -14,6 +14,7 @@ import binascii
 import ipaddress
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
@@ -119,6 +120,7 @@ def _split_host(value: str) -> tuple[str, str | None]:
     return host.lower(), port
 
 
+@lru_cache(maxsize=256)
 def _host_allowed(policy: Policy, value: str) -> bool:
     host, port = _split_host(value)
     if host not in policy.allowed_hosts:
@@ -126,6 +128,7 @@ def _host_allowed(policy: Policy, value: str) -> bool:
     return port is None or port == str(policy.port) or not policy.loopback
 
 
+@lru_cache(maxsize=256)
 def _origin_allowed(policy: Policy, origin: str, host_header: str | None) -> bool:
     normalized = origin.rstrip("/").lower()
     if normalized in policy.allowed_origins:
@@ -164,6 +167,17 @@ def _accepts(ranges: list[tuple[str, float]], media: str) -> bool:
     return best is not None and best[1] > 0
 
 
+@lru_cache(maxsize=64)  # clients repeat the same few header values
+def _is_json(content_type: str) -> bool:
+    return content_type.split(";")[0].strip().lower() == "application/json"
+
+
+@lru_cache(maxsize=64)
+def _accepts_both(accept: str) -> bool:
+    ranges = _media_types(accept)
+    return _accepts(ranges, "application/json") and _accepts(ranges, "text/event-stream")
+
+
 def check_head(policy: Policy, method: str, target: str, headers: Mapping[str, str]) -> Rejection | None:
     """The checks that need no body, in the transport's order."""
     if target.split("?", 1)[0] != policy.path:
@@ -176,11 +190,9 @@ def check_head(policy: Policy, method: str, target: str, headers: Mapping[str, s
         return _reject(403, f"Origin {origin!r} is not allowed")
     if policy.allowed_hosts and (host is None or not _host_allowed(policy, host)):
         return _reject(421, f"Host {host!r} is not served here")
-    content_type = headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type != "application/json":
+    if not _is_json(headers.get("content-type", "")):
         return _reject(415, "Content-Type must be application/json")
-    ranges = _media_types(headers.get("accept", ""))
-    if not (_accepts(ranges, "application/json") and _accepts(ranges, "text/event-stream")):
+    if not _accepts_both(headers.get("accept", "")):
         return _reject(406, "Accept must include application/json and text/event-stream")
     length = headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > policy.max_body_bytes:
