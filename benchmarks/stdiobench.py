@@ -47,7 +47,7 @@ def rss_kib(pid: int) -> int:
 
 def count_answers(data: bytes) -> tuple[int, int]:
     """(complete lines, lines that are errors) in a chunk of server output."""
-    lines = data.split(b"\n")[:-1] if data.endswith(b"\n") else data.split(b"\n")
+    lines = data.split(b"\n")[:-1]  # the part after the last newline is not a complete line
     return len(lines), sum(1 for line in lines if b'"error":{' in line or b'"isError":true' in line)
 
 

@@ -1,0 +1,104 @@
+"""The bundled load tools parse, count and summarize correctly (no timing asserted here)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import anyio
+import pytest
+
+from conftest import ROOT
+from http_client import running
+from mcpcore.cli import load_target
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import httpload  # noqa: E402
+import stdiobench  # noqa: E402
+
+
+def test_parse_response_with_content_length_returns_the_body_and_bytes_used() -> None:
+    raw = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 5\r\n\r\nhelloHTTP/1.1"
+    assert httpload.parse_response(raw) == (len(raw) - len(b"HTTP/1.1"), 200, b"hello")
+
+
+def test_parse_response_waits_for_a_complete_body() -> None:
+    assert httpload.parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhel") is None
+    assert httpload.parse_response(b"HTTP/1.1 200 OK\r\nContent-Len") is None
+
+
+def test_parse_response_joins_chunked_bodies() -> None:
+    raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"
+    assert httpload.parse_response(raw) == (len(raw), 200, b"abcde")
+    assert httpload.parse_response(raw[:-3]) is None
+
+
+def test_parse_response_without_body_framing_consumes_the_head() -> None:
+    raw = b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"
+    assert httpload.parse_response(raw) == (len(raw), 202, b"")
+
+
+def test_errors_are_non_200_statuses_json_rpc_errors_and_tool_errors() -> None:
+    assert not httpload.is_error(200, b'{"result":{"content":[]}}')
+    assert httpload.is_error(400, b"{}")
+    assert httpload.is_error(200, b'{"error":{"code":-32602}}')
+    assert httpload.is_error(200, b'{"result":{"isError":true}}')
+
+
+def test_percentile_is_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert httpload.percentile(values, 0.50) == 50.0
+    assert httpload.percentile(values, 0.99) == 99.0
+    assert httpload.percentile(values, 1.0) == 100.0
+    assert httpload.percentile([], 0.5) == 0.0
+
+
+def test_summary_counts_requests_errors_and_rate() -> None:
+    summary = httpload.summarize([0.001, 0.002, 0.003, 0.004], errors=1, elapsed=2.0, cpu=0.5)
+    assert summary["requests"] == 4 and summary["errors"] == 1 and summary["rps"] == 2.0
+    assert summary["p50_ms"] == 2.0 and summary["max_ms"] == 4.0 and summary["loadgen_cpu_s"] == 0.5
+
+
+def test_mcp_request_carries_the_required_headers() -> None:
+    body, headers = httpload.mcp_request("tools/call", {"name": "echo", "arguments": {}})
+    message = json.loads(body)
+    assert message["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
+    assert headers["Mcp-Method"] == "tools/call" and headers["Mcp-Name"] == "echo"
+    wire = httpload.encode_http("h:1", "/mcp", body, headers)
+    assert wire.startswith(b"POST /mcp HTTP/1.1\r\nHost: h:1\r\n") and wire.endswith(body)
+
+
+def test_stdio_answers_are_counted_per_line_with_errors() -> None:
+    data = b'{"result":{}}\n{"error":{"code":1}}\n{"result":{"isError":true}}\n'
+    assert stdiobench.count_answers(data) == (3, 2)
+    assert stdiobench.count_answers(b"") == (0, 0)
+
+
+def test_stdio_request_lines_are_single_json_lines() -> None:
+    line = stdiobench.echo_line(7)
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    assert json.loads(line)["id"] == 7
+
+
+@pytest.mark.anyio
+async def test_http_load_generator_counts_every_answer_of_a_real_server() -> None:
+    server = load_target(str(ROOT / "examples" / "echo_server.py"))
+    async with running(server) as http:
+        command = [sys.executable, str(ROOT / "benchmarks" / "httpload.py"), "--url", f"http://127.0.0.1:{http.port}/mcp",
+                   "--connections", "4", "--requests", "200", "--duration", "10", "--warmup", "0"]
+        with anyio.fail_after(30):
+            result = await anyio.run_process(command)
+    summary = json.loads(result.stdout)
+    assert summary["requests"] >= 200 and summary["errors"] == 0
+    assert 0 < summary["p50_ms"] <= summary["p99_ms"] <= summary["max_ms"]
+
+
+def test_stdio_driver_measures_a_real_server() -> None:
+    command = [sys.executable, str(ROOT / "benchmarks" / "stdiobench.py"), "--requests", "300", "--cold-runs", "1",
+               "--", sys.executable, "-m", "mcpcore", "run", str(ROOT / "examples" / "echo_server.py")]
+    report = json.loads(subprocess.run(command, capture_output=True, text=True, check=True, timeout=120).stdout)
+    assert report["lockstep_errors"] == 0 and report["pipelined_errors"] == 0
+    assert report["lockstep_rps"] > 0 and report["pipelined_rps"] > 0
+    assert report["idle_rss_kib"] > 1000 and report["cold_start_s"] > 0
