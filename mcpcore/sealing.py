@@ -64,7 +64,8 @@ class Sealer:
         return hmac.new(key, f"{VERSION}.{body}".encode(), hashlib.sha256).digest()
 
     def seal(self, payload: dict[str, Any], bound_to: str) -> str:
-        body = _b64(orjson.dumps({**payload, "exp": int(time.time() + self.ttl_seconds), "bind": bound_to}))
+        expires = round(time.time() + self.ttl_seconds, 3)
+        body = _b64(orjson.dumps({**payload, "exp": expires, "bind": bound_to}))
         return f"{VERSION}.{body}.{_b64(self._mac(self.keys[0], body))}"
 
     def open(self, token: Any, bound_to: str) -> dict[str, Any]:
@@ -74,15 +75,18 @@ class Sealer:
         version, body, mac = token.split(".")
         if version != VERSION:
             raise invalid_params(f"Invalid requestState: unknown format {version!r}")
+        from hmac import compare_digest
+
         try:
             given = _unb64(mac)
+        except (binascii.Error, ValueError):
+            given = b""
+        if not any(compare_digest(given, self._mac(key, body)) for key in self.keys):
+            raise invalid_params("Invalid requestState: it was modified or not issued by this server")
+        try:
             payload = orjson.loads(_unb64(body))
         except (binascii.Error, ValueError, orjson.JSONDecodeError):
             raise invalid_params("Invalid requestState: it is malformed; send back the value the server gave") from None
-        from hmac import compare_digest
-
-        if not any(compare_digest(given, self._mac(key, body)) for key in self.keys):
-            raise invalid_params("Invalid requestState: it was modified or not issued by this server")
         if not isinstance(payload, dict) or payload.get("exp", 0) < time.time():
             raise invalid_params("Invalid requestState: it has expired; start the request again without it")
         if payload.get("bind") != bound_to:

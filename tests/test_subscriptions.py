@@ -651,15 +651,6 @@ async def test_an_idle_http_listen_stream_gets_keep_alive_comments() -> None:
 # -- found bugs -----------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    reason="transports/stdio.py StdioSession._line (line 272) holds every line that arrives while the in-flight "
-    "window is full in _waiting_lines and pauses reading, notifications included; every open "
-    "subscriptions/listen occupies a slot for its whole life, so once open subscriptions fill max_in_flight "
-    "and one more request arrives, the notifications/cancelled that would free a slot is queued behind that "
-    "request (or never read) and never handled: the server deadlocks (here: --max-in-flight 2, two listens, "
-    "an echo, then a cancel for one listen -> the echo is never answered; with defaults, 128 listens + 1 request)",
-    strict=True,
-)
 async def test_a_cancel_is_still_read_when_subscriptions_fill_the_stdio_in_flight_window() -> None:
     async with serve(run_command("build", "--max-in-flight", "2")) as client:
         opened = StdioSide(client)
@@ -672,14 +663,6 @@ async def test_a_cancel_is_still_read_when_subscriptions_fill_the_stdio_in_fligh
         assert reply["result"]["content"][0]["text"] == "through"
 
 
-@pytest.mark.xfail(
-    reason="transports/http.py: HttpServer._drain calls server.close_subscriptions() once and closes only idle "
-    "connections; a connection holding part of a request head is kept, and _Connection._on_end (about line 277) "
-    "starts the call even though http.closing is set. A subscriptions/listen completed during the drain is "
-    "acknowledged after close_subscriptions() ran, so it is never ended gracefully: it holds shutdown for the "
-    "whole grace period and is then cut without its complete result",
-    strict=True,
-)
 async def test_a_listen_that_arrives_during_shutdown_does_not_hold_it_for_the_grace_period() -> None:
     server = listen_server.build(bus=WatchedBus())
     started, release = anyio.Event(), anyio.Event()

@@ -312,6 +312,11 @@ class _Connection(asyncio.Protocol):
             self.send(_response(202, self.http.closing_headers([(b"content-length", b"0")])), h11.EndOfMessage())
             return self._next_cycle()
         message = inbound.message
+        if self.http.closing:
+            stopping = Rejection(503, McpError(INVALID_REQUEST, "The server is shutting down; retry elsewhere"), message["id"])
+            self._answer(stopping, close=True)
+            self.close()
+            return False
         tool = None
         if message["method"] == "tools/call":
             params = message.get("params")
@@ -329,8 +334,11 @@ class _Connection(asyncio.Protocol):
         writer = HttpWriter(self, call)
         self.http.active += 1
         try:
-            async with self.http.slots:
+            if call.message["method"] == "subscriptions/listen":  # long-lived; bounded by max_subscriptions
                 await self.http.server.handle(call, writer)
+            else:
+                async with self.http.slots:
+                    await self.http.server.handle(call, writer)
         except asyncio.CancelledError:
             call.cancelled = True  # the peer left, or the server is stopping
         except Exception:

@@ -29,7 +29,7 @@ from mcpcore.wire import (
     INVALID_REQUEST,
     NOTIFICATION,
     PARSE_ERROR,
-    RESPONSE,
+    REQUEST,
     McpError,
     classify,
     encode_error,
@@ -39,6 +39,7 @@ from mcpcore.wire import (
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_IN_FLIGHT = 128
 DEFAULT_GRACE_PERIOD = 2.0
+LISTEN = "subscriptions/listen"  # long-lived: bounded by Server.max_subscriptions, not the window
 
 
 def claim_stdio() -> tuple[int, int]:
@@ -153,7 +154,8 @@ class StdioSession:
         self._parts: list[bytes] = []  # the current, still unterminated line
         self._size = 0
         self._discarding = False  # inside a line already rejected as oversized
-        self._waiting_lines: collections.deque[bytes] = collections.deque()  # read while the window was full
+        self._waiting: collections.deque[dict[str, Any]] = collections.deque()  # requests read while the window was full
+        self._counted = 0  # in-flight calls that use the window (open subscriptions do not)
         self._input: asyncio.ReadTransport | None = None
         self._output: asyncio.WriteTransport | None = None
         self._out = _Output()
@@ -270,14 +272,6 @@ class StdioSession:
         self._write_now(encode_error(None, error))
 
     def _line(self, line: bytes) -> None:
-        if len(self.in_flight) >= self.max_in_flight or self._waiting_lines:
-            self._waiting_lines.append(line)  # the window is full: hold it and stop reading
-            if self._input is not None:
-                self._input.pause_reading()
-            return
-        self._accept(line)
-
-    def _accept(self, line: bytes) -> None:
         if not line.strip():
             return
         try:
@@ -291,9 +285,14 @@ class StdioSession:
             self._write_now(encode_error(readable_id(message), error))
             return
         if kind == NOTIFICATION:
-            self._notified(message)
-        elif kind != RESPONSE:
-            self._start(message)
+            self._notified(message)  # never held: a cancellation may be what frees the window
+        elif kind == REQUEST:
+            if self._waiting or self._counted >= self.max_in_flight:
+                self._waiting.append(message)  # the window is full: hold it and stop reading
+                if self._input is not None:
+                    self._input.pause_reading()
+            else:
+                self._start(message)
 
     def _notified(self, message: dict[str, Any]) -> None:
         if message["method"] == "notifications/cancelled":
@@ -311,6 +310,8 @@ class StdioSession:
             self._write_now(encode_error(request_id, error))
             return
         call = Call(message)
+        if message["method"] != LISTEN:
+            self._counted += 1
         task = asyncio.get_running_loop().create_task(self._run(call))
         self.in_flight[request_id] = (call, task)
 
@@ -323,14 +324,16 @@ class StdioSession:
             traceback.print_exc(file=sys.stderr)
         finally:
             del self.in_flight[call.message["id"]]
+            if call.message["method"] != LISTEN:
+                self._counted -= 1
             self._idle.set()
             self._take_waiting()
 
     def _take_waiting(self) -> None:
-        """A slot freed up: accept held lines, and read again once none are held."""
-        while self._waiting_lines and len(self.in_flight) < self.max_in_flight:
-            self._accept(self._waiting_lines.popleft())
-        if not self._waiting_lines and self._input is not None and not self._ended.is_set():
+        """A slot freed up: start held requests, and read again once none are held."""
+        while self._waiting and self._counted < self.max_in_flight:
+            self._start(self._waiting.popleft())
+        if not self._waiting and self._input is not None and not self._ended.is_set():
             self._input.resume_reading()
 
 
