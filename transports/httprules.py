@@ -15,7 +15,7 @@ import ipaddress
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
 import orjson
@@ -252,6 +252,22 @@ def _same_value(kind: str, header: str, value: Any) -> bool:
     return isinstance(value, str) and header == value
 
 
+def _disagreement(
+    headers: Mapping[str, str], name: str, what: str, value: Any, same: Callable[[str, Any], bool]
+) -> str | None:
+    """Why header `name` does not mirror `value` (the body's `what`), or None when it does."""
+    header = headers.get(name.lower())
+    if value is None:
+        return None if header is None else f"{name} is present but {what} is not"
+    if header is None:
+        return f"the {name} header is required when {what} is given"
+    try:
+        decoded = decode_header_value(header)
+    except ValueError as error:
+        return f"{name} {error}"
+    return None if same(decoded, value) else f"{name} {decoded!r} differs from {what} {value!r}"
+
+
 def check_mcp_headers(
     headers: Mapping[str, str], message: dict[str, Any], tool_headers: tuple[HeaderParam, ...]
 ) -> Rejection | None:
@@ -271,32 +287,21 @@ def check_mcp_headers(
         what = "is required" if method is None else f"{method!r} differs from the body's method {message['method']!r}"
         return _mismatch(f"the Mcp-Method header {what}", request_id)
     field_name = NAME_FIELDS.get(message["method"])
-    body_name = params.get(field_name) if field_name else None
-    if isinstance(body_name, str):
-        header = headers.get("mcp-name")
-        if header is None:
-            return _mismatch(f"the Mcp-Name header is required for {message['method']}", request_id)
-        try:
-            decoded = decode_header_value(header)
-        except ValueError as error:
-            return _mismatch(f"Mcp-Name {error}", request_id)
-        if decoded != body_name:
-            return _mismatch(f"Mcp-Name {decoded!r} differs from the body's {field_name} {body_name!r}", request_id)
+    if field_name is not None:
+        body_name = params.get(field_name)
+        problem = _disagreement(
+            headers, "Mcp-Name", f"params.{field_name}", body_name if isinstance(body_name, str) else None,
+            lambda decoded, value: decoded == value,
+        )
+        if problem:
+            return _mismatch(problem, request_id)
     arguments = params.get("arguments")
     for param in tool_headers:
-        name = f"Mcp-Param-{param.header}"
-        value = param.value_in(arguments)
-        header = headers.get(name.lower())
-        if value is None and header is None:
-            continue
-        if header is None:
-            return _mismatch(f"the {name} header is required when argument {'.'.join(param.path)!r} is given", request_id)
-        if value is None:
-            return _mismatch(f"{name} is present but argument {'.'.join(param.path)!r} is not", request_id)
-        try:
-            decoded = decode_header_value(header)
-        except ValueError as error:
-            return _mismatch(f"{name} {error}", request_id)
-        if not _same_value(param.kind, decoded, value):
-            return _mismatch(f"{name} {decoded!r} differs from argument {'.'.join(param.path)!r}", request_id)
+        what = f"argument {'.'.join(param.path)!r}"
+        problem = _disagreement(
+            headers, f"Mcp-Param-{param.header}", what, param.value_in(arguments),
+            lambda decoded, value, kind=param.kind: _same_value(kind, decoded, value),
+        )
+        if problem:
+            return _mismatch(problem, request_id)
     return None
