@@ -25,7 +25,7 @@ from mcpcore import Call, Context, Elicit, ElicitUrl, InputRequired, ListRoots, 
 from mcpcore.cli import load_target
 from mcpcore.sealing import KEYS_ENV, Sealer, binding
 from memory import MemoryWriter, exchange
-from servers.mrtr_server import CONSENT_FORM, NAME_FORM, SIGN_IN_URL, build
+from servers.mrtr_server import CONSENT_FORM, NAME_FORM, SIGN_IN_URL
 from stdio_client import serve
 from wire_schema import validator
 

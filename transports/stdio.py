@@ -175,7 +175,7 @@ class StdioSession:
 
     async def serve(self) -> None:
         loop = asyncio.get_running_loop()
-        (in_fd, in_bridge), (out_fd, out_bridge) = pollable(self.in_fd, True), pollable(self.out_fd, False)
+        (in_fd, _), (out_fd, out_bridge) = pollable(self.in_fd, True), pollable(self.out_fd, False)
         blocking = (os.get_blocking(in_fd), os.get_blocking(out_fd))
         in_file = os.fdopen(in_fd, "rb", buffering=0, closefd=in_fd != self.in_fd)
         out_file = os.fdopen(out_fd, "wb", buffering=0, closefd=out_fd != self.out_fd)

@@ -5,6 +5,6 @@ import sys
 REPLY = b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hello"}],"resultType":"complete"}}\n'
 
 out = sys.stdout.buffer
-for line in sys.stdin.buffer:
+for _line in sys.stdin.buffer:
     out.write(REPLY)
     out.flush()
