@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .wire import invalid_params
+from .wire import McpError, invalid_params
 
 
 @dataclass(frozen=True)
@@ -142,6 +142,19 @@ class Root:
 
 def _malformed(key: str, kind: str, why: str) -> Exception:
     return invalid_params(f"inputResponses[{key!r}] is not a valid {kind} result: {why}", {"inputResponse": key})
+
+
+def guess_answer(raw: Any) -> ElicitAnswer | SampleAnswer | list[Root] | None:
+    """An answer recognised by its shape (for retries that carry no requestState), else None."""
+    if not isinstance(raw, dict):
+        return None
+    kind = "elicitation" if "action" in raw else "sampling" if "model" in raw else "roots" if "roots" in raw else None
+    if kind is None:
+        return None
+    try:
+        return parse_answer("", kind, raw)
+    except McpError:
+        return None
 
 
 def parse_answer(key: str, kind: str, raw: Any) -> ElicitAnswer | SampleAnswer | list[Root]:

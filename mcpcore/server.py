@@ -19,7 +19,7 @@ import orjson
 from .call import Call, Writer
 from .catalog import CacheHints, Catalog
 from .context import LOG_LEVELS, Context
-from .inputs import InputRequired, parse_answer
+from .inputs import InputRequired, guess_answer, parse_answer
 from .sealing import Sealer, binding
 from .subscriptions import METHODS, PROMPTS, RESOURCE, RESOURCES, TOOLS, Bus, Change, Filter, LocalBus, Subscriber
 from .prompts import Prompt
@@ -308,6 +308,8 @@ class Server:
                 for name, kind in asked.items()
                 if responses and name in responses
             }
+        elif responses:  # answers without a state: take the ones whose shape says what they answer
+            context.answers = {name: answer for name, raw in responses.items() if (answer := guess_answer(raw))}
         try:
             return await handler(params, context)
         except InputRequired as ask:

@@ -279,8 +279,16 @@ async def test_a_retry_without_the_answer_is_asked_again(peer: Peer) -> None:
     assert list(other_key["inputRequests"]) == ["user_name"]
 
 
-async def test_answers_without_request_state_are_not_read(peer: Peer) -> None:
-    again = await peer.asked("tools/call", ELICIT, name="ask_name", inputResponses={"user_name": accept(user_name="Eve")})
+async def test_answers_sent_up_front_without_state_are_read_by_their_shape(peer: Peer) -> None:
+    done = await peer.result(
+        "tools/call", ELICIT, name="ask_name",
+        inputResponses={"user_name": accept(user_name="Eve"), "extra": {"unknown": True}, "other": 12345},
+    )
+    assert done["content"][0]["text"] == "Hello, Eve!"
+
+
+async def test_malformed_answers_without_state_are_ignored_and_asked_again(peer: Peer) -> None:
+    again = await peer.asked("tools/call", ELICIT, name="ask_name", inputResponses={"user_name": {"action": "maybe"}})
     assert list(again["inputRequests"]) == ["user_name"]
 
 
