@@ -9,7 +9,6 @@ and presence may vary. Values are percent-decoded.
 from __future__ import annotations
 
 import re
-from urllib.parse import parse_qsl, unquote
 
 _EXPRESSION = re.compile(r"\{([^{}]*)\}")
 _VARCHAR = r"(?:[A-Za-z0-9_]|%[0-9A-Fa-f]{2})"
@@ -78,6 +77,8 @@ class UriTemplate:
         found = self._regex.match(uri)
         if found is None:
             return None
+        from urllib.parse import parse_qsl, unquote  # first use only: keeps idle memory down
+
         values: dict[str, str] = {}
         for group, text in found.groupdict().items():
             if text is None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from typing import Any
-from urllib.parse import unquote
 
 _MAX_DEPTH = 64
 _MAX_STEPS = 1_000_000  # a per-validation budget against composition blow-ups
@@ -143,6 +142,8 @@ class Validator:
 
     def _resolve(self, ref: str) -> Any:
         if ref.startswith("#/") or ref == "#":
+            from urllib.parse import unquote
+
             node: Any = self.root
             try:
                 for part in ref[2:].split("/") if ref != "#" else []:
