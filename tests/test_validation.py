@@ -520,3 +520,36 @@ def test_contract_2020_12_verdicts_agree_with_reference_validator() -> None:
     reference = jsonschema.Draft202012Validator(schema)
     samples = VALID_CONTRACT_SAMPLES + [s for s, _ in INVALID_CONTRACT_SAMPLES]
     assert [matches(s, schema) for s in samples] == [reference.is_valid(s) for s in samples]
+
+
+FAST_SCHEMAS = [
+    {"type": "string"},
+    {"type": "integer"},
+    {"type": "number"},
+    {"type": "boolean"},
+    {"type": "null"},
+    {"type": "array"},
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "required": ["a"]},
+    {"type": "object", "properties": {"a": {"type": "number"}}, "additionalProperties": False},
+]
+FAST_VALUES = [None, True, False, 0, 1, -3, 2.0, 2.5, "", "x", [], [1], {}, {"a": 1}, {"a": True}, {"a": 1, "b": "s"},
+               {"a": 1, "b": 2}, {"a": 1.5}, {"a": 1, "c": 0}, {"b": "s"}]
+
+
+@pytest.mark.parametrize("schema", FAST_SCHEMAS)
+def test_the_fast_check_never_accepts_what_the_full_validator_rejects(schema: dict) -> None:
+    from mcpcore.validation import _fast_check
+
+    quick = _fast_check(schema)
+    assert quick is not None, "these schemas are meant to take the fast path"
+    for value in FAST_VALUES:
+        full = Validator.__new__(Validator)
+        Validator.__init__(full, schema)
+        full._quick = None  # the general validator alone
+        try:
+            full.validate(value)
+            valid = True
+        except SchemaViolation:
+            valid = False
+        if quick(value):
+            assert valid, (schema, value)
