@@ -115,10 +115,6 @@ def readable_id(message: Any) -> Any:
 _RESULT_HEAD = b'{"jsonrpc":"2.0","id":'
 
 
-def encode_result(request_id: Any, result: dict[str, Any]) -> bytes:
-    return encode_raw_result(request_id, orjson.dumps(result))
-
-
 def encode_raw_result(request_id: Any, result_json: bytes) -> bytes:
     """Splice an already-serialized result into a response (cached list pages)."""
     return b"".join((_RESULT_HEAD, orjson.dumps(request_id), b',"result":', result_json, b"}"))

@@ -21,7 +21,6 @@ from mcpcore.wire import (
     encode_error,
     encode_notification,
     encode_raw_result,
-    encode_result,
     invalid_params,
     missing_capability,
     readable_id,
@@ -156,11 +155,6 @@ def test_encode_raw_result_embeds_the_given_bytes_verbatim() -> None:
     result = b'{"b":1,"a":2}'
     encoded = encode_raw_result(9, result)
     assert encoded == b'{"jsonrpc":"2.0","id":9,"result":{"b":1,"a":2}}'
-
-
-def test_encode_result_matches_raw_encoding_of_the_same_result() -> None:
-    result = {"content": [], "isError": False}
-    assert encode_result(2, result) == encode_raw_result(2, orjson.dumps(result))
 
 
 def test_encode_notification_has_no_id() -> None:
