@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .wire import McpError, invalid_params
+from .wire import McpError, invalid_params, missing_capability
 
 
 @dataclass(frozen=True)
@@ -104,6 +104,38 @@ class InputRequired(Exception):
         super().__init__("input required")
         self.requests: dict[str, InputRequest] = {**(requests or {}), **named}
         self.state = state
+
+    def result(self, declared: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The `input_required` result (without its requestState) and the payload to seal.
+
+        Raises -32021 when a request needs a capability the client did not declare.
+        """
+        missing: dict[str, Any] = {}
+        for request in self.requests.values():
+            _merge(missing, request.required_capability(declared) or {})
+        if missing:
+            raise missing_capability(missing)
+        result: dict[str, Any] = {"resultType": "input_required"}
+        if self.requests:
+            result["inputRequests"] = {name: request.to_request() for name, request in self.requests.items()}
+        payload = {"state": self.state, "asked": {name: request.kind for name, request in self.requests.items()}}
+        return result, payload
+
+
+def _merge(into: dict[str, Any], extra: dict[str, Any]) -> None:
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
+
+
+def read_answers(responses: Mapping[str, Any], asked: Mapping[str, str] | None) -> dict[str, Any]:
+    """Validated answers: to what the sealed state says was asked (malformed → -32602),
+    or, on a retry without state, those recognised by their shape."""
+    if asked is not None:
+        return {name: parse_answer(name, kind, responses[name]) for name, kind in asked.items() if name in responses}
+    return {name: answer for name, raw in responses.items() if (answer := guess_answer(raw))}
 
 
 @dataclass(frozen=True)

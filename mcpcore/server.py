@@ -19,9 +19,20 @@ import orjson
 from .call import Call, Writer
 from .catalog import CacheHints, Catalog
 from .context import LOG_LEVELS, Context
-from .inputs import InputRequired, guess_answer, parse_answer
+from .inputs import InputRequired, read_answers
 from .sealing import Sealer, binding
-from .subscriptions import METHODS, PROMPTS, RESOURCE, RESOURCES, TOOLS, Bus, Change, Filter, LocalBus, Subscriber
+from .subscriptions import (
+    PROMPTS,
+    RESOURCE,
+    RESOURCES,
+    SUBSCRIPTION_ID,
+    TOOLS,
+    Bus,
+    Change,
+    Filter,
+    LocalBus,
+    Subscriber,
+)
 from .prompts import Prompt
 from .resources import Resource, ResourceTemplate
 from .tools import Tool
@@ -38,7 +49,6 @@ from .wire import (
     encode_error,
     encode_raw_result,
     invalid_params,
-    missing_capability,
     unsupported_version,
 )
 
@@ -54,14 +64,6 @@ _REMOVED = {
 _MAX_COMPLETIONS = 100
 # The methods that may answer input_required, and the param naming their target.
 _INPUT_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
-
-
-def _merge(into: dict[str, Any], extra: dict[str, Any]) -> None:
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(into.get(key), dict):
-            _merge(into[key], value)
-        else:
-            into[key] = value
 
 
 def _missing_meta(field: str) -> McpError:
@@ -299,36 +301,17 @@ class Server:
         responses = params.get("inputResponses")
         if responses is not None and not isinstance(responses, dict):
             raise invalid_params("inputResponses must be an object keyed by input request name")
+        asked = None
         if params.get("requestState") is not None:
             payload = self.sealer.open(params["requestState"], bound())
-            context.state = payload.get("state")
-            asked = payload.get("asked") or {}
-            context.answers = {
-                name: parse_answer(name, kind, responses[name])
-                for name, kind in asked.items()
-                if responses and name in responses
-            }
-        elif responses:  # answers without a state: take the ones whose shape says what they answer
-            context.answers = {name: answer for name, raw in responses.items() if (answer := guess_answer(raw))}
+            context.state, asked = payload.get("state"), payload.get("asked") or {}
+        context.answers = read_answers(responses or {}, asked)
         try:
             return await handler(params, context)
         except InputRequired as ask:
-            return self._input_required(ask, context, bound())
-
-    def _input_required(self, ask: InputRequired, context: Context, bound: str) -> dict[str, Any]:
-        missing: dict[str, Any] = {}
-        for request in ask.requests.values():
-            need = request.required_capability(context.client_capabilities)
-            if need:
-                _merge(missing, need)
-        if missing:
-            raise missing_capability(missing)
-        result: dict[str, Any] = {"resultType": "input_required"}
-        if ask.requests:
-            result["inputRequests"] = {name: request.to_request() for name, request in ask.requests.items()}
-        payload = {"state": ask.state, "asked": {name: request.kind for name, request in ask.requests.items()}}
-        result["requestState"] = self.sealer.seal(payload, bound)
-        return result
+            result, payload = ask.result(context.client_capabilities)
+            result["requestState"] = self.sealer.seal(payload, bound())
+            return result
 
     # -- methods --------------------------------------------------------
 
@@ -482,45 +465,19 @@ class Server:
         }
 
     async def _on_listen(self, params: dict[str, Any], context: Context) -> dict[str, Any]:
-        honoured = self._honoured_filter(params.get("notifications"))
+        offered = {TOOLS: self._has_tools(), PROMPTS: self._has_prompts(), RESOURCES: self._has_resources()}
+        honoured = Filter.honoured(params.get("notifications"), offered, self.max_subscription_uris)
         if len(self._subscribers) >= self.max_subscriptions:
             raise McpError(INVALID_REQUEST, f"Too many open subscriptions (limit {self.max_subscriptions}); close one first")
-        tag = {"io.modelcontextprotocol/subscriptionId": context.request_id}
         subscriber = Subscriber(honoured)
         self._subscribers.add(subscriber)
         self.bus.attach(subscriber)
         try:
-            await context.send_notification(
-                "notifications/subscriptions/acknowledged", {"_meta": tag, "notifications": honoured.to_wire()}
-            )
-            while (changes := await subscriber.next()) is not None:
-                for change in changes:
-                    params_out: dict[str, Any] = {"_meta": tag}
-                    if change.uri is not None:
-                        params_out["uri"] = change.uri
-                    await context.send_notification(METHODS[change.kind], params_out)
+            await subscriber.forward(context.request_id, context.send_notification)
         finally:
             self.bus.detach(subscriber)
             self._subscribers.discard(subscriber)
-        return {"_meta": tag}
-
-    def _honoured_filter(self, wanted: Any) -> Filter:
-        """The requested filter, checked, limited to what this server offers."""
-        if not isinstance(wanted, dict):
-            raise invalid_params('subscriptions/listen needs a "notifications" filter object')
-        kinds = set()
-        for kind, offered in ((TOOLS, self._has_tools()), (PROMPTS, self._has_prompts()), (RESOURCES, self._has_resources())):
-            flag = wanted.get(kind, False)
-            if not isinstance(flag, bool):
-                raise invalid_params(f"notifications.{kind} must be a boolean")
-            if flag and offered:
-                kinds.add(kind)
-        uris = wanted.get("resourceSubscriptions", [])
-        if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
-            raise invalid_params("notifications.resourceSubscriptions must be a list of URI strings")
-        if len(uris) > self.max_subscription_uris:
-            raise invalid_params(f"A subscription may follow at most {self.max_subscription_uris} resource URIs")
-        return Filter(frozenset(kinds), frozenset(uris) if self._has_resources() else frozenset())
+        return {"_meta": {SUBSCRIPTION_ID: context.request_id}}
 
     # -- running --------------------------------------------------------
 

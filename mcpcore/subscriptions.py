@@ -12,11 +12,14 @@ implement the same three methods over a broker (see ADRS.md).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Awaitable, Callable, Protocol
 
 import anyio
 
+from .wire import invalid_params
+
 TOOLS, PROMPTS, RESOURCES, RESOURCE = "toolsListChanged", "promptsListChanged", "resourcesListChanged", "resource"
+SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 METHODS = {
     TOOLS: "notifications/tools/list_changed",
     PROMPTS: "notifications/prompts/list_changed",
@@ -39,6 +42,25 @@ class Filter:
 
     kinds: frozenset[str]
     uris: frozenset[str]
+
+    @classmethod
+    def honoured(cls, wanted: Any, offered: dict[str, bool], max_uris: int) -> "Filter":
+        """A requested filter, checked (-32602), limited to the kinds the server offers."""
+        if not isinstance(wanted, dict):
+            raise invalid_params('subscriptions/listen needs a "notifications" filter object')
+        kinds = set()
+        for kind, available in offered.items():
+            flag = wanted.get(kind, False)
+            if not isinstance(flag, bool):
+                raise invalid_params(f"notifications.{kind} must be a boolean")
+            if flag and available:
+                kinds.add(kind)
+        uris = wanted.get("resourceSubscriptions", [])
+        if not isinstance(uris, list) or not all(isinstance(u, str) for u in uris):
+            raise invalid_params("notifications.resourceSubscriptions must be a list of URI strings")
+        if len(uris) > max_uris:
+            raise invalid_params(f"A subscription may follow at most {max_uris} resource URIs")
+        return cls(frozenset(kinds), frozenset(uris) if offered.get(RESOURCES) else frozenset())
 
     def wants(self, change: Change) -> bool:
         if change.kind == RESOURCE:
@@ -71,6 +93,17 @@ class Subscriber:
         """End the subscription gracefully: `next` returns None."""
         self.closed = True
         self._wake.set()
+
+    async def forward(self, subscription_id: Any, send: Callable[[str, dict[str, Any]], Awaitable[None]]) -> None:
+        """Acknowledge, then send each change tagged with the subscription id until closed."""
+        tag = {SUBSCRIPTION_ID: subscription_id}
+        await send("notifications/subscriptions/acknowledged", {"_meta": tag, "notifications": self.filter.to_wire()})
+        while (changes := await self.next()) is not None:
+            for change in changes:
+                params: dict[str, Any] = {"_meta": tag}
+                if change.uri is not None:
+                    params["uri"] = change.uri
+                await send(METHODS[change.kind], params)
 
     async def next(self) -> list[Change] | None:
         """The pending changes, oldest first; None once closed."""
