@@ -221,3 +221,16 @@ async def test_version_flag_and_bad_target_message() -> None:
     assert missing.stderr.count("\n") == 1
     module = subprocess.run([sys.executable, "-m", "mcpcore", "run", "no_such_module_xyz"], capture_output=True, text=True)
     assert "no importable module" in module.stderr and module.stderr.count("\n") == 1
+
+
+def test_regular_files_work_as_stdin_and_stdout(tmp_path) -> None:
+    requests = tmp_path / "requests.jsonl"
+    answers = tmp_path / "answers.jsonl"
+    lines = [request("server/discover", 1), request("tools/call", 2, name="echo", arguments={"text": "from a file"})]
+    requests.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    with requests.open("rb") as stdin, answers.open("wb") as stdout:
+        finished = subprocess.run(SERVE_ECHO, stdin=stdin, stdout=stdout, timeout=30)
+    assert finished.returncode == 0
+    replies = {m["id"]: m for m in map(orjson.loads, answers.read_bytes().splitlines())}
+    assert replies[1]["result"]["supportedVersions"] == ["2026-07-28"]
+    assert replies[2]["result"]["content"][0]["text"] == "from a file"
