@@ -199,7 +199,7 @@ class Server:
 
     def remove_resource(self, uri: str) -> None:
         """Remove a resource by URI, or a template by its template string."""
-        (self.templates if uri in {t.key for t in self.templates} else self.resources).remove(uri)
+        (self.templates if self.templates.get(uri) is not None else self.resources).remove(uri)
 
     @overload
     def prompt(self, fn: F) -> F: ...

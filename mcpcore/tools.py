@@ -22,8 +22,7 @@ from .signature import FunctionInfo
 from .toolheaders import HeaderParam, header_params
 from .typeschema import is_structured, schema_for, to_jsonable
 from .validation import SchemaViolation, Validator
-from .wire import McpError, missing_capability
-from .context import missing_capabilities
+from .wire import McpError
 
 _TOOL_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.")
 
@@ -86,9 +85,7 @@ class Tool:
     async def call(self, arguments: dict[str, Any], context: Context) -> dict[str, Any]:
         """Run the tool and return a `CallToolResult` body (without resultType/_meta)."""
         if self.requires:
-            missing = missing_capabilities(context.client_capabilities, self.requires)
-            if missing:
-                raise missing_capability(missing)
+            context.require_capability(**self.requires)
         try:
             self.validator.validate(arguments)
         except SchemaViolation as violation:

@@ -12,9 +12,9 @@ import dataclasses
 import enum
 import types
 import typing
-from typing import Any, Callable, Literal, Union
+from typing import Any, Callable, Literal, Union, is_typeddict
 
-from typing import is_typeddict
+from .validation import Validator
 
 # Required/NotRequired wrappers exist from Python 3.11; on 3.10 nothing wraps.
 _REQUIRED_WRAPPERS = tuple(getattr(typing, n) for n in ("Required", "NotRequired") if hasattr(typing, n))
@@ -185,7 +185,8 @@ def converter_for(hint: Any) -> Converter:
         converters = [(a, converter_for(a)) for a in args]
         if all(c is _identity for _, c in converters):
             return _identity
-        return lambda value: _convert_union(value, converters)
+        checked = [(Validator(_schema(split_annotated(a)[0], frozenset())), convert) for a, convert in converters]
+        return lambda value: _convert_union(value, checked)
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return hint
     if hint is float:
@@ -221,11 +222,10 @@ def _sequence_converter(hint: Any, container: Any, args: tuple[Any, ...]) -> Con
     return lambda value: build(inner(v) for v in value)
 
 
-def _convert_union(value: Any, converters: list[tuple[Any, Converter]]) -> Any:
-    from .validation import matches  # local: validation depends on nothing here
-
-    for hint, convert in converters:
-        if matches(value, _schema(split_annotated(hint)[0], frozenset())):
+def _convert_union(value: Any, members: list[tuple[Any, Converter]]) -> Any:
+    """Convert with the first union member whose schema (built once) the value matches."""
+    for validator, convert in members:
+        if validator.accepts(value):
             return convert(value)
     return value
 

@@ -133,6 +133,14 @@ class Validator:
         self._following: set[tuple[int, int]] = set()  # ($ref target, value) pairs being checked
         self._quick = _fast_check(schema)
 
+    def accepts(self, value: Any) -> bool:
+        """Whether the value is valid (no explanation)."""
+        try:
+            self.validate(value)
+        except SchemaViolation:
+            return False
+        return True
+
     def validate(self, value: Any) -> None:
         """Raise `SchemaViolation` for the first problem found."""
         if self._quick is not None and self._quick(value):
@@ -341,8 +349,4 @@ def _collect_anchors(schema: Any) -> list[tuple[str, dict[str, Any]]]:
 
 def matches(value: Any, schema: dict[str, Any]) -> bool:
     """Whether a value matches a self-contained schema."""
-    try:
-        Validator(schema).validate(value)
-    except SchemaViolation:
-        return False
-    return True
+    return Validator(schema).accepts(value)

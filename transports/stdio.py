@@ -226,7 +226,7 @@ class StdioSession:
         if self._out.broken or self._output is None:
             self.end_of_input()  # nobody reads our output any more
             return
-        self._output.write(message + b"\n")
+        self._write_now(message)
         await self.drain()
 
     async def drain(self) -> None:
