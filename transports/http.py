@@ -30,7 +30,16 @@ from mcpcore.call import Call
 from mcpcore.server import Server
 from mcpcore.wire import INVALID_REQUEST, NOTIFICATION, McpError, encode_error
 
-from .httprules import Policy, Rejection, check_body, check_head, check_mcp_headers, make_policy, status_for
+from .flow import WriteFlow
+from .httprules import (
+    Policy,
+    Rejection,
+    check_body,
+    check_head,
+    check_mcp_headers,
+    make_policy,
+    status_for,
+)
 from .sse import sse_comment, sse_event
 
 JSON_HEADERS = [(b"content-type", b"application/json")]
@@ -149,7 +158,7 @@ class HttpWriter:
         self._ticker = self.connection.loop.call_later(max(interval - idle, 0.001), self._tick)
 
 
-class _Connection(asyncio.Protocol):
+class _Connection(WriteFlow):
     """One client connection: h11 events in, one request at a time, responses out."""
 
     def __init__(self, http: "HttpServer") -> None:
@@ -161,7 +170,6 @@ class _Connection(asyncio.Protocol):
         self.task: asyncio.Task[None] | None = None
         self.call: Call | None = None
         self.deadline: float | None = None  # checked by the server's sweeper (no timer per request)
-        self._drained: asyncio.Future[None] | None = None
         self._reading_paused = False
         self._request: h11.Request | None = None
         self._headers: dict[str, str] = {}
@@ -198,16 +206,7 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost()
         self.http.connections.discard(self)
-        if self._drained is not None and not self._drained.done():
-            self._drained.set_result(None)
-
-    def pause_writing(self) -> None:
-        self._drained = self.loop.create_future()
-
-    def resume_writing(self) -> None:
-        if self._drained is not None and not self._drained.done():
-            self._drained.set_result(None)
-        self._drained = None
+        self.resume_writing()
 
     # -- writing ------------------------------------------------------
 
@@ -216,10 +215,6 @@ class _Connection(asyncio.Protocol):
             return
         send = self.h11.send
         self.transport.write(b"".join([send(event) or b"" for event in events]))
-
-    async def drain(self) -> None:
-        if self._drained is not None:
-            await self._drained
 
     def close(self) -> None:
         if self.transport is not None:

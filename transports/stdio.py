@@ -36,6 +36,8 @@ from mcpcore.wire import (
     readable_id,
 )
 
+from .flow import WriteFlow
+
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_IN_FLIGHT = 128
 DEFAULT_GRACE_PERIOD = 2.0
@@ -78,20 +80,10 @@ def pollable(fd: int, reading: bool) -> tuple[int, threading.Thread | None]:
     return ours, bridge
 
 
-class _Output(asyncio.Protocol):
+class _Output(WriteFlow):
     """Flow control for the output pipe."""
 
-    def __init__(self) -> None:
-        self.drained: asyncio.Future[None] | None = None
-        self.broken = False
-
-    def pause_writing(self) -> None:
-        self.drained = asyncio.get_running_loop().create_future()
-
-    def resume_writing(self) -> None:
-        if self.drained is not None and not self.drained.done():
-            self.drained.set_result(None)
-        self.drained = None
+    broken = False
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.broken = True
@@ -230,8 +222,7 @@ class StdioSession:
         await self.drain()
 
     async def drain(self) -> None:
-        if self._out.drained is not None:
-            await self._out.drained
+        await self._out.drain()
 
     def _write_now(self, message: bytes) -> None:
         if not self._out.broken and self._output is not None:
