@@ -107,6 +107,20 @@ _HTTP_OPTIONS = ("max_in_flight", "grace_period", "host", "port", "path", "allow
                  "max_body_bytes", "max_connections", "listen_fd")
 
 
+def _without_option(argv: list[str], option: str) -> list[str]:
+    """`argv` without `option VALUE` and `option=VALUE`."""
+    kept: list[str] = []
+    skip_value = False
+    for arg in argv:
+        if skip_value:
+            skip_value = False
+        elif arg == option:
+            skip_value = True
+        elif not arg.startswith(option + "="):
+            kept.append(arg)
+    return kept
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
@@ -119,10 +133,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             sys.exit("mcpcore: --workers needs --transport http")
         from transports.workers import supervise
 
-        worker_args = [a for a in argv if not a.startswith("--workers")]
-        if "--workers" in argv:  # drop the value that followed it
-            position = argv.index("--workers")
-            worker_args = argv[:position] + argv[position + 2 :]
+        worker_args = _without_option(argv, "--workers")
         sys.exit(supervise(worker_args, args.host or "127.0.0.1", args.port or 8000, args.workers, args.path or "/mcp"))
     names = _HTTP_OPTIONS if args.transport == "http" else _STDIO_OPTIONS
     options = {name: getattr(args, name) for name in names if getattr(args, name) is not None}

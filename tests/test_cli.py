@@ -81,3 +81,10 @@ def test_no_server_at_all_lists_the_attributes_tried(tmp_path: Path) -> None:
 def test_load_target_returns_a_server_instance(tmp_path: Path) -> None:
     target = write(tmp_path / "inst.py", SERVER_SOURCE.format(name="server", label="inst"))
     assert isinstance(load_target(target), Server)
+
+
+def test_worker_arguments_drop_the_workers_option_in_both_spellings() -> None:
+    from mcpcore.cli import _without_option
+
+    assert _without_option(["run", "s.py", "--workers", "2", "--port", "1"], "--workers") == ["run", "s.py", "--port", "1"]
+    assert _without_option(["run", "--workers=3", "s.py"], "--workers") == ["run", "s.py"]
