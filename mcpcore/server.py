@@ -136,7 +136,8 @@ class Server:
             "resourceTemplates", page_size, self.cache, lambda: self._changed(RESOURCES)
         )
         self.prompts: Catalog[Prompt] = Catalog("prompts", page_size, self.cache, lambda: self._changed(PROMPTS))
-        self._completions: dict[tuple[str, str, str], Callable[..., Any]] = {}
+        # (ref type, prompt name or URI, argument) → (function, whether it takes the other arguments)
+        self._completions: dict[tuple[str, str, str], tuple[Callable[..., Any], bool]] = {}
         self._discover: bytes | None = None
         self._methods: dict[str, tuple[Handler, Callable[[], bool]]] = {
             "server/discover": (self._on_discover, lambda: True),
@@ -231,7 +232,7 @@ class Server:
         key = ("ref/prompt", prompt, argument) if prompt is not None else ("ref/resource", resource, argument)
 
         def register(fn: F) -> F:
-            self._completions[key] = fn  # type: ignore[index]
+            self._completions[key] = (fn, len(inspect.signature(fn).parameters) > 1)  # type: ignore[index]
             self._discover = None
             return fn
 
@@ -448,10 +449,10 @@ class Server:
         others = context_field.get("arguments") or {} if isinstance(context_field, dict) else None
         if not isinstance(others, dict) or not all(isinstance(v, str) for v in others.values()):
             raise invalid_params('"context" must be {"arguments": {name: string value}}')
-        handler = self._completions.get((kind, target, name))
+        entry = self._completions.get((kind, target, name))
         values: list[str] = []
-        if handler is not None:
-            takes_context = len(inspect.signature(handler).parameters) > 1
+        if entry is not None:
+            handler, takes_context = entry
             produced = handler(value, others) if takes_context else handler(value)
             if inspect.isawaitable(produced):
                 produced = await produced
