@@ -7,7 +7,9 @@ on Python 3.11 that makes `NotRequired` invisible to `TypedDict.__required_keys_
 
 import enum
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, NotRequired, Optional, TypedDict, Union
+import sys
+import typing
+from typing import Annotated, Any, Literal, Optional, TypedDict, Union
 
 import pytest
 
@@ -68,15 +70,19 @@ class PartialMovie(TypedDict, total=False):
     year: int
 
 
-class MovieWithNotes(TypedDict):
-    title: str
-    notes: NotRequired[str]
+# typing.NotRequired is new in Python 3.11; on 3.10 its tests are skipped.
+needs_not_required = pytest.mark.skipif(sys.version_info < (3, 11), reason="typing.NotRequired is new in Python 3.11")
+if sys.version_info >= (3, 11):
+    NotRequired = typing.NotRequired
 
+    class MovieWithNotes(TypedDict):
+        title: str
+        notes: NotRequired[str]
 
-class MovieStringAnnotations(TypedDict):
-    # What `from __future__ import annotations` does to every annotation.
-    title: "str"
-    notes: "NotRequired[str]"
+    class MovieStringAnnotations(TypedDict):
+        # What `from __future__ import annotations` does to every annotation.
+        title: "str"
+        notes: "NotRequired[str]"
 
 
 class ColoredMovie(TypedDict):
@@ -206,12 +212,14 @@ def test_total_false_typeddict_has_no_required_list() -> None:
     }
 
 
+@needs_not_required
 def test_notrequired_typeddict_field_is_unwrapped_and_optional() -> None:
     schema = schema_for(MovieWithNotes)
     assert schema["properties"]["notes"] == {"type": "string"}
     assert schema["required"] == ["title"]
 
 
+@needs_not_required
 def test_notrequired_field_with_string_annotation_is_optional() -> None:
     assert schema_for(MovieStringAnnotations)["required"] == ["title"]
 

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import json
-import re
-from pathlib import Path
+import copy
+import functools
 from typing import Any
 
 import pytest
 
+from conftest import ROOT
 from mcpcore import validation
+from mcpcore.cli import load_target
 from mcpcore.validation import SchemaViolation, Validator, matches
 
-CONTRACT = Path("/work/shared/conformance/SERVER_CONTRACT.md")
 
 
 def violation(value: Any, schema: dict[str, Any]) -> SchemaViolation:
@@ -468,15 +468,15 @@ def test_unknown_keywords_are_ignored_as_annotations() -> None:
 
 
 def _contract_schema() -> dict[str, Any]:
-    if not CONTRACT.exists():
-        pytest.skip(f"{CONTRACT} is not present")
-    text = CONTRACT.read_text(encoding="utf-8")
-    marker = text.find("json_schema_2020_12_tool` input schema")
-    if marker < 0:
-        pytest.skip("the contract has no json_schema_2020_12_tool schema section")
-    block = re.search(r"```json\n(.*?)\n```", text[marker:], re.S)
-    assert block is not None, "the json_schema_2020_12_tool section has no ```json block"
-    return json.loads(block.group(1))
+    """The schema the conformance suite's json_schema_2020_12_tool declares, as the example serves it."""
+    return copy.deepcopy(_served_contract_schema())
+
+
+@functools.lru_cache(maxsize=1)
+def _served_contract_schema() -> dict[str, Any]:
+    tool = load_target(str(ROOT / "examples" / "everything_server.py")).tools.get("json_schema_2020_12_tool")
+    assert tool is not None, "the everything example serves json_schema_2020_12_tool"
+    return tool.input_schema
 
 
 VALID_CONTRACT_SAMPLES = [

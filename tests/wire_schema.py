@@ -15,7 +15,9 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-SPEC_DIR = Path(os.environ.get("MCP_SPEC_DIR", Path(__file__).resolve().parents[2] / "shared" / "spec"))
+# The official schemas are vendored under tests/spec/ (see its NOTICE.md);
+# MCP_SPEC_DIR points at another folder laid out the same way (<version>/schema.json).
+SPEC_DIR = Path(os.environ.get("MCP_SPEC_DIR") or Path(__file__).resolve().parent / "spec")
 SCHEMA_PATH = SPEC_DIR / "2026-07-28" / "schema.json"
 
 RESULT_TYPES = {
