@@ -131,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.workers > 1:
         if args.transport != "http":
             sys.exit("mcpcore: --workers needs --transport http")
-        from transports.workers import supervise
+        from mcpcore.transports.workers import supervise
 
         worker_args = _without_option(argv, "--workers")
         sys.exit(supervise(worker_args, args.host or "127.0.0.1", args.port or 8000, args.workers, args.path or "/mcp"))

@@ -42,7 +42,7 @@ async def _stop_when_orphaned(stop: Callable[[], None]) -> None:
 async def _serve(server: Server, transport: str, options: dict[str, Any]) -> None:
     async with anyio.create_task_group() as tasks:
         if transport == "http":
-            from transports.http import HttpConfig, HttpServer
+            from mcpcore.transports.http import HttpConfig, HttpServer
 
             http = HttpServer(server, HttpConfig(**options))
             tasks.start_soon(_stop_on_signals, http.stop, tasks.cancel_scope)
@@ -60,7 +60,7 @@ async def _serve(server: Server, transport: str, options: dict[str, Any]) -> Non
                     flush=True,
                 )
         else:
-            from transports.stdio import open_stdio
+            from mcpcore.transports.stdio import open_stdio
 
             session = open_stdio(server, **options)
             tasks.start_soon(_stop_on_signals, session.stop, tasks.cancel_scope)

@@ -19,7 +19,7 @@ import orjson
 
 from conftest import VERSION
 from mcpcore import Server
-from transports.http import HttpConfig, HttpServer
+from mcpcore.transports.http import HttpConfig, HttpServer
 from wire_schema import check
 
 

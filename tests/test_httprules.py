@@ -20,7 +20,7 @@ from mcpcore.wire import (
     REQUEST,
     UNSUPPORTED_VERSION,
 )
-from transports.httprules import (
+from mcpcore.transports.httprules import (
     Inbound,
     Rejection,
     check_body,
