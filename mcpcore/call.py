@@ -1,15 +1,24 @@
 """The seam between transports and the core: one `Call` and its `Writer`.
 
-A transport parses one JSON-RPC message, wraps it in a `Call` with what it
-knows about the caller, and awaits `server.handle(call, writer)`. The writer
-decides the framing (a stdio line, a JSON body, SSE events); the core only
-says which bytes are notifications and which one is the final response.
+A transport parses one JSON-RPC message, asks the core for its `Route`, wraps
+both in a `Call` with what it knows about the caller (request headers, peer
+address, authenticated principal), and has `server.handle(call, writer)` run
+in a task of its own. The writer decides the framing (a stdio line, a JSON
+body, SSE events); the core only says which bytes are notifications and which
+one is the final response. The dual era adds the negotiated era and session
+here too, as facts of the call.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
+
+if TYPE_CHECKING:
+    from .protocol import Route
+
+NO_HEADERS: Mapping[str, str] = MappingProxyType({})
 
 
 class Writer(Protocol):
@@ -21,10 +30,24 @@ class Writer(Protocol):
         """Send the final response; `error_code` is set when it is a JSON-RPC error."""
 
 
-@dataclass(slots=True)
+class Cancellable(Protocol):
+    def cancel(self) -> Any: ...
+
+
+@dataclass(slots=True, eq=False)
 class Call:
-    """One inbound JSON-RPC message plus transport facts about its sender."""
+    """One inbound JSON-RPC request plus transport facts about its sender."""
 
     message: dict[str, Any]
-    principal: str | None = None
-    cancelled: bool = False
+    route: Route | None = None  # set by the transport (or on first dispatch)
+    headers: Mapping[str, str] = field(default_factory=lambda: NO_HEADERS)  # HTTP request headers, lower-case names, read-only
+    peer: tuple[Any, ...] | None = None  # the HTTP client's socket address; None on stdio
+    principal: str | None = None  # the authenticated caller; None until a transport authenticates
+    cancelled: bool = False  # set by `cancel()` only
+    task: Cancellable | None = None  # what runs the call, set by the transport's runner
+
+    def cancel(self) -> None:
+        """Cancel the call: nothing more is sent for it, and its task is cancelled."""
+        self.cancelled = True
+        if self.task is not None:
+            self.task.cancel()

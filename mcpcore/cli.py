@@ -16,7 +16,8 @@ from types import ModuleType
 from typing import Any, Sequence
 
 from . import __version__
-from .runner import TRANSPORTS, run
+from .logs import DEFAULT_LEVEL, LEVELS
+from .runner import TRANSPORTS, run, run_workers
 from .server import Server
 
 DEFAULT_ATTRIBUTES = ("server", "mcp", "app")
@@ -83,6 +84,8 @@ def _parser() -> argparse.ArgumentParser:
     runner = commands.add_parser("run", help="serve a server defined in a file or module")
     runner.add_argument("target", help="path/to/file.py[:attr] or package.module[:attr]")
     runner.add_argument("--transport", choices=TRANSPORTS, default="stdio")
+    runner.add_argument("--log-level", choices=LEVELS, default=DEFAULT_LEVEL,
+                        help=f"least severe diagnostics written to stderr ({DEFAULT_LEVEL})")
     runner.add_argument("--max-in-flight", type=int, help="concurrent calls before reading pauses (stdio 128, http 1024)")
     runner.add_argument("--grace-period", type=float, help="seconds in-flight calls get to finish at shutdown (stdio 2, http 5)")
     stdio = runner.add_argument_group("stdio")
@@ -131,13 +134,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.workers > 1:
         if args.transport != "http":
             sys.exit("mcpcore: --workers needs --transport http")
-        from mcpcore.transports.workers import supervise
-
         worker_args = _without_option(argv, "--workers")
-        sys.exit(supervise(worker_args, args.host or "127.0.0.1", args.port or 8000, args.workers, args.path or "/mcp"))
+        host, port, path = args.host or "127.0.0.1", args.port or 8000, args.path or "/mcp"
+        sys.exit(run_workers(worker_args, host, port, args.workers, path, args.log_level))
     names = _HTTP_OPTIONS if args.transport == "http" else _STDIO_OPTIONS
     options = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
     for name in ("allowed_origins", "allowed_hosts"):
         if name in options:
             options[name] = tuple(options[name])
-    run(server, args.transport, **options)
+    run(server, args.transport, log_level=args.log_level, **options)

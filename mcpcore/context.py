@@ -8,7 +8,7 @@ asked for them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from .call import Call, Writer
 from .wire import META_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_VERSION, encode_notification, missing_capability
@@ -62,6 +62,16 @@ class Context:
     def principal(self) -> str | None:
         """The authenticated caller, when the transport knows one."""
         return self._call.principal
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """The HTTP request's headers (lower-case names, read-only); empty on stdio."""
+        return self._call.headers
+
+    @property
+    def peer(self) -> tuple[Any, ...] | None:
+        """The HTTP client's socket address, e.g. `("127.0.0.1", 50312)`; None on stdio."""
+        return self._call.peer
 
     @property
     def cancelled(self) -> bool:

@@ -1,24 +1,29 @@
 """Running a server in this process: the composition root of core and transports.
 
-The only place in `mcpcore` that imports `transports` (lazily). It serves until
-the transport ends (stdin EOF) or a signal arrives: the first SIGINT/SIGTERM
-stops gracefully (HTTP drains in-flight calls), a second one stops at once.
+The only place in `mcpcore` that imports `mcpcore.transports` (lazily, so the
+core imports no I/O code). It serves until the transport ends (stdin EOF) or a
+signal arrives: the first SIGINT/SIGTERM stops gracefully (HTTP drains in-flight
+calls), a second one stops at once. It also sets up logging for a running
+server (`logs.configure`) and starts worker processes for the CLI.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import anyio
 import anyio.abc
 
+from .logs import DEFAULT_LEVEL, configure
 from .server import Server
 
 TRANSPORTS = ("stdio", "http")
+log = logging.getLogger(__name__)
 
 
 async def _stop_on_signals(stop: Callable[[], None], scope: anyio.CancelScope) -> None:
@@ -42,25 +47,23 @@ async def _stop_when_orphaned(stop: Callable[[], None]) -> None:
 async def _serve(server: Server, transport: str, options: dict[str, Any]) -> None:
     async with anyio.create_task_group() as tasks:
         if transport == "http":
-            from mcpcore.transports.http import HttpConfig, HttpServer
+            from .transports.http import HttpConfig, HttpServer
 
             http = HttpServer(server, HttpConfig(**options))
             tasks.start_soon(_stop_on_signals, http.stop, tasks.cancel_scope)
             async with anyio.create_task_group() as serving:
                 await serving.start(http.serve)
                 if http.config.listen_fd is None:
-                    print(f"mcpcore: serving {server.name!r} at {http.url}", file=sys.stderr, flush=True)
+                    log.info("serving %r at %s", server.name, http.url)
                 else:  # a worker: stop with the supervisor
                     tasks.start_soon(_stop_when_orphaned, http.stop)
             if not server.sealer.configured:
-                print(
-                    "mcpcore: requestState is sealed with a random per-process key; set MCPCORE_STATE_KEYS "
-                    "(or Server(state_keys=...)) so that several server processes accept each other's state",
-                    file=sys.stderr,
-                    flush=True,
+                log.warning(
+                    "requestState is sealed with a random per-process key; set MCPCORE_STATE_KEYS "
+                    "(or Server(state_keys=...)) so that several server processes accept each other's state"
                 )
         else:
-            from mcpcore.transports.stdio import open_stdio
+            from .transports.stdio import open_stdio
 
             session = open_stdio(server, **options)
             tasks.start_soon(_stop_on_signals, session.stop, tasks.cancel_scope)
@@ -75,12 +78,21 @@ def _has_uvloop() -> bool:
     return importlib.util.find_spec("uvloop") is not None
 
 
-def run(server: Server, transport: str = "stdio", **options: Any) -> None:
+def run(server: Server, transport: str = "stdio", *, log_level: str = DEFAULT_LEVEL, **options: Any) -> None:
     """Serve until the transport ends or a signal arrives."""
     if transport not in TRANSPORTS:
         raise ValueError(f"unknown transport {transport!r}; choose one of {', '.join(TRANSPORTS)}")
+    configure(log_level)
     anyio.run(_serve, server, transport, options, backend_options={"use_uvloop": _has_uvloop()})
     # A cancelled sync tool may still occupy a worker thread; do not wait for it.
     if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
         sys.stderr.flush()
         os._exit(0)
+
+
+def run_workers(worker_args: Sequence[str], host: str, port: int, workers: int, path: str, log_level: str) -> int:
+    """Supervise `workers` HTTP worker processes on one socket; return the exit status."""
+    from .transports.workers import supervise
+
+    configure(log_level)
+    return supervise(worker_args, host, port, workers, path)

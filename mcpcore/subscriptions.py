@@ -6,18 +6,20 @@ one pending notification per kind (and per subscribed URI), so it is bounded
 by its filter, a slow reader never blocks the announcer or other subscribers,
 and nothing it asked for is lost — repeats merge into one notification.
 `LocalBus` is the in-process bus; one shared by several processes would
-implement the same three methods over a broker (see ADRS.md).
+implement the same three methods over a broker (see ADRS.md). `Subscriptions`
+is one server's registry of open subscriptions and runs `subscriptions/listen`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Awaitable, Callable, Iterator, Protocol
 
 import anyio
 
-from .wire import invalid_params
+from .wire import INVALID_REQUEST, McpError, invalid_params
 
+Send = Callable[[str, dict[str, Any]], Awaitable[None]]
 TOOLS, PROMPTS, RESOURCES, RESOURCE = "toolsListChanged", "promptsListChanged", "resourcesListChanged", "resource"
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 METHODS = {
@@ -94,7 +96,7 @@ class Subscriber:
         self.closed = True
         self._wake.set()
 
-    async def forward(self, subscription_id: Any, send: Callable[[str, dict[str, Any]], Awaitable[None]]) -> None:
+    async def forward(self, subscription_id: Any, send: Send) -> None:
         """Acknowledge, then send each change tagged with the subscription id until closed."""
         tag = {SUBSCRIPTION_ID: subscription_id}
         await send("notifications/subscriptions/acknowledged", {"_meta": tag, "notifications": self.filter.to_wire()})
@@ -152,3 +154,39 @@ class LocalBus:
     def _deliver(self, change: Change) -> None:
         for subscriber in list(self.subscribers):
             subscriber.offer(change)
+
+
+class Subscriptions:
+    """One server's open subscriptions: the bus they hear changes on, and their caps."""
+
+    def __init__(self, bus: Bus, max_subscriptions: int, max_uris: int) -> None:
+        self.bus = bus
+        self.max_subscriptions = max_subscriptions
+        self.max_uris = max_uris
+        self._open: set[Subscriber] = set()
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def __iter__(self) -> Iterator[Subscriber]:
+        return iter(list(self._open))
+
+    async def listen(self, wanted: Any, offered: dict[str, bool], subscription_id: Any, send: Send) -> dict[str, Any]:
+        """Serve one `subscriptions/listen` until `close_all`; return its `complete` result."""
+        honoured = Filter.honoured(wanted, offered, self.max_uris)
+        if len(self._open) >= self.max_subscriptions:
+            raise McpError(INVALID_REQUEST, f"Too many open subscriptions (limit {self.max_subscriptions}); close one first")
+        subscriber = Subscriber(honoured)
+        self._open.add(subscriber)
+        self.bus.attach(subscriber)
+        try:
+            await subscriber.forward(subscription_id, send)
+        finally:
+            self.bus.detach(subscriber)
+            self._open.discard(subscriber)
+        return {"_meta": {SUBSCRIPTION_ID: subscription_id}}
+
+    def close_all(self) -> None:
+        """End every open subscription gracefully (each gets its final result)."""
+        for subscriber in list(self._open):
+            subscriber.close()

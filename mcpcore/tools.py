@@ -8,8 +8,7 @@ can read; `McpError` passes through as a protocol error.
 
 from __future__ import annotations
 
-import sys
-import traceback
+import logging
 from typing import Any, Callable
 
 import orjson
@@ -18,11 +17,14 @@ from .catalog import CacheHints
 from .content import ToolResult, text_block, to_content
 from .context import Context
 from .inputs import InputRequired
+from .protocol import Route
 from .signature import FunctionInfo
 from .toolheaders import HeaderParam, header_params
 from .typeschema import is_structured, schema_for, to_jsonable
 from .validation import SchemaViolation, Validator
 from .wire import McpError
+
+log = logging.getLogger(__name__)
 
 _TOOL_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.")
 
@@ -58,6 +60,7 @@ class Tool:
         self.input_schema = input_schema if input_schema is not None else self.info.input_schema()
         self.validator = Validator(self.input_schema)
         self.headers: tuple[HeaderParam, ...] = header_params(self.key, self.input_schema)
+        self.route = Route("tools/call", "name", self.headers, target=self)  # what Dispatcher.route answers for it
         self.structured = output_schema is not None or (
             is_structured(self.info.return_hint) and not _is_content_type(self.info.return_hint)
         )
@@ -96,7 +99,7 @@ class Tool:
         except (McpError, InputRequired):
             raise
         except Exception as error:  # the tool failed: tell the model, keep serving
-            traceback.print_exc(file=sys.stderr)
+            log.exception("tool %r raised; the client gets an isError result", self.key)
             return _error_result(f"Error in tool {self.key!r}: {type(error).__name__}: {error}")
         return self.shape(value)
 

@@ -20,15 +20,16 @@ from mcpcore.wire import (
     REQUEST,
     UNSUPPORTED_VERSION,
 )
+from mcpcore.protocol import NAME_FIELDS, Route
+from mcpcore.protocol import http_status as status_for
+from mcpcore.transports.calls import Inbound
 from mcpcore.transports.httprules import (
-    Inbound,
     Rejection,
     check_body,
     check_head,
     check_mcp_headers,
     decode_header_value,
     make_policy,
-    status_for,
 )
 
 PORT = 8000
@@ -371,6 +372,11 @@ def mcp(message: dict[str, Any], **extra: str | None) -> dict[str, str]:
     return {k: v for k, v in headers.items() if v is not None}
 
 
+def routed(message: dict[str, Any], params: tuple[HeaderParam, ...] = ()) -> Route:
+    """The route the core gives a message, with the `Mcp-Param-*` bindings of its tool."""
+    return Route(message["method"], NAME_FIELDS.get(message["method"]), params)
+
+
 def call(request_id: Any = 1, **arguments: Any) -> dict[str, Any]:
     return request("tools/call", request_id, name="headed", arguments=arguments)
 
@@ -387,40 +393,40 @@ def mismatch(result: Rejection | None, request_id: Any = 1, *words: str) -> Reje
 
 def test_conforming_headers_pass() -> None:
     message = request("tools/list")
-    assert check_mcp_headers(mcp(message), message, ()) is None
+    assert check_mcp_headers(mcp(message), message, routed(message)) is None
 
 
 def test_missing_protocol_version_header_is_rejected() -> None:
     message = request("tools/list", 7)
-    mismatch(check_mcp_headers(mcp(message, mcp_protocol_version=None), message, ()), 7, "MCP-Protocol-Version")
+    mismatch(check_mcp_headers(mcp(message, mcp_protocol_version=None), message, routed(message)), 7, "MCP-Protocol-Version")
 
 
 def test_protocol_version_header_differing_from_meta_is_rejected() -> None:
     message = request("tools/list", "x", _meta=meta(**{"io.modelcontextprotocol/protocolVersion": "v999"}))
-    mismatch(check_mcp_headers(mcp(message), message, ()), "x", "v999")
+    mismatch(check_mcp_headers(mcp(message), message, routed(message)), "x", "v999")
 
 
 def test_unsupported_version_in_both_header_and_meta_passes_header_checks() -> None:
     message = request("tools/list", _meta=meta(**{"io.modelcontextprotocol/protocolVersion": "v999.0.0"}))
-    assert check_mcp_headers(mcp(message, mcp_protocol_version="v999.0.0"), message, ()) is None
+    assert check_mcp_headers(mcp(message, mcp_protocol_version="v999.0.0"), message, routed(message)) is None
 
 
 def test_missing_meta_is_left_to_the_server() -> None:
     message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
-    assert check_mcp_headers(mcp(message), message, ()) is None
+    assert check_mcp_headers(mcp(message), message, routed(message)) is None
     message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
-    assert check_mcp_headers(mcp(message), message, ()) is None
+    assert check_mcp_headers(mcp(message), message, routed(message)) is None
 
 
 def test_missing_method_header_is_rejected() -> None:
     message = request("tools/list")
-    mismatch(check_mcp_headers(mcp(message, mcp_method=None), message, ()), 1, "Mcp-Method")
+    mismatch(check_mcp_headers(mcp(message, mcp_method=None), message, routed(message)), 1, "Mcp-Method")
 
 
 @pytest.mark.parametrize("value", ["TOOLS/LIST", "Tools/List", "tools/call", " tools/list"])
 def test_method_header_must_equal_the_method_exactly(value: str) -> None:
     message = request("tools/list")
-    mismatch(check_mcp_headers(mcp(message, mcp_method=value), message, ()), 1, "Mcp-Method")
+    mismatch(check_mcp_headers(mcp(message, mcp_method=value), message, routed(message)), 1, "Mcp-Method")
 
 
 @pytest.mark.parametrize(
@@ -433,48 +439,48 @@ def test_method_header_must_equal_the_method_exactly(value: str) -> None:
     ids=["tools/call", "prompts/get", "resources/read"],
 )
 def test_name_header_is_required_and_must_match(message: dict[str, Any]) -> None:
-    assert check_mcp_headers(mcp(message), message, ()) is None
-    mismatch(check_mcp_headers(mcp(message, mcp_name=None), message, ()), 1, "Mcp-Name", "required")
-    mismatch(check_mcp_headers(mcp(message, mcp_name="other"), message, ()), 1, "Mcp-Name", "other")
+    assert check_mcp_headers(mcp(message), message, routed(message)) is None
+    mismatch(check_mcp_headers(mcp(message, mcp_name=None), message, routed(message)), 1, "Mcp-Name", "required")
+    mismatch(check_mcp_headers(mcp(message, mcp_name="other"), message, routed(message)), 1, "Mcp-Name", "other")
 
 
 def test_name_header_is_case_sensitive() -> None:
     message = request("tools/call", 1, name="echo")
-    mismatch(check_mcp_headers(mcp(message, mcp_name="ECHO"), message, ()))
+    mismatch(check_mcp_headers(mcp(message, mcp_name="ECHO"), message, routed(message)))
 
 
 def test_resources_read_compares_the_uri_not_a_name() -> None:
     message = request("resources/read", 1, uri="demo://readme", name="readme")
-    mismatch(check_mcp_headers(mcp(message, mcp_name="readme"), message, ()), 1, "uri")
+    mismatch(check_mcp_headers(mcp(message, mcp_name="readme"), message, routed(message)), 1, "uri")
 
 
 def test_name_header_may_be_base64_encoded() -> None:
     message = request("tools/call", 1, name="echo")
-    assert check_mcp_headers(mcp(message, mcp_name="=?base64?ZWNobw==?="), message, ()) is None
+    assert check_mcp_headers(mcp(message, mcp_name="=?base64?ZWNobw==?="), message, routed(message)) is None
     uri = request("resources/read", 1, uri="file:///tmp/世界.txt")
-    assert check_mcp_headers(mcp(uri, mcp_name="=?base64?ZmlsZTovLy90bXAv5LiW55WMLnR4dA==?="), uri, ()) is None
+    assert check_mcp_headers(mcp(uri, mcp_name="=?base64?ZmlsZTovLy90bXAv5LiW55WMLnR4dA==?="), uri, routed(uri)) is None
 
 
 def test_invalid_base64_name_header_is_rejected() -> None:
     message = request("tools/call", 1, name="echo")
-    mismatch(check_mcp_headers(mcp(message, mcp_name="=?base64?ZWNobw?="), message, ()), 1, "Mcp-Name")
+    mismatch(check_mcp_headers(mcp(message, mcp_name="=?base64?ZWNobw?="), message, routed(message)), 1, "Mcp-Name")
 
 
 def test_name_header_is_not_required_for_other_methods() -> None:
     message = request("tools/list")
-    assert check_mcp_headers(mcp(message), message, ()) is None
-    assert check_mcp_headers(mcp(message, mcp_name="anything"), message, ()) is None
+    assert check_mcp_headers(mcp(message), message, routed(message)) is None
+    assert check_mcp_headers(mcp(message, mcp_name="anything"), message, routed(message)) is None
 
 
 def test_name_header_is_not_required_when_the_body_has_no_name() -> None:
     message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"_meta": meta()}}
     headers = {"mcp-protocol-version": VERSION, "mcp-method": "tools/call"}
-    assert check_mcp_headers(headers, message, ()) is None
+    assert check_mcp_headers(headers, message, routed(message)) is None
 
 
 def test_no_tool_params_means_param_headers_are_ignored() -> None:
     message = call(region="eu")
-    assert check_mcp_headers(mcp(message, mcp_param_region="us"), message, ()) is None
+    assert check_mcp_headers(mcp(message, mcp_param_region="us"), message, routed(message)) is None
 
 
 @pytest.mark.parametrize(
@@ -507,7 +513,7 @@ def test_no_tool_params_means_param_headers_are_ignored() -> None:
 )
 def test_param_headers_that_mirror_the_arguments_pass(arguments: dict[str, Any], headers: dict[str, str]) -> None:
     message = call(**arguments)
-    assert check_mcp_headers(mcp(message, **{k.lower(): v for k, v in headers.items()}), message, PARAMS) is None
+    assert check_mcp_headers(mcp(message, **{k.lower(): v for k, v in headers.items()}), message, routed(message, PARAMS)) is None
 
 
 @pytest.mark.parametrize(
@@ -533,7 +539,7 @@ def test_param_headers_that_mirror_the_arguments_pass(arguments: dict[str, Any],
 )
 def test_param_headers_that_differ_are_rejected(arguments: dict[str, Any], header: str, value: str) -> None:
     message = call(5, **arguments)
-    mismatch(check_mcp_headers(mcp(message, **{header.lower(): value}), message, PARAMS), 5, header)
+    mismatch(check_mcp_headers(mcp(message, **{header.lower(): value}), message, routed(message, PARAMS)), 5, header)
 
 
 @pytest.mark.parametrize(
@@ -548,22 +554,22 @@ def test_param_headers_that_differ_are_rejected(arguments: dict[str, Any], heade
 )
 def test_param_header_missing_while_the_argument_is_present_is_rejected(arguments: dict[str, Any], header: str) -> None:
     message = call(**arguments)
-    mismatch(check_mcp_headers(mcp(message), message, PARAMS), 1, header, "required")
+    mismatch(check_mcp_headers(mcp(message), message, routed(message, PARAMS)), 1, header, "required")
 
 
 def test_wrongly_typed_argument_does_not_match_its_header() -> None:
     message = call(count="42")
-    mismatch(check_mcp_headers(mcp(message, mcp_param_count="42"), message, PARAMS))
+    mismatch(check_mcp_headers(mcp(message, mcp_param_count="42"), message, routed(message, PARAMS)))
     message = call(flag="true")
-    mismatch(check_mcp_headers(mcp(message, mcp_param_flag="true"), message, PARAMS))
+    mismatch(check_mcp_headers(mcp(message, mcp_param_flag="true"), message, routed(message, PARAMS)))
     message = call(count=True)
-    mismatch(check_mcp_headers(mcp(message, mcp_param_count="1"), message, PARAMS))
+    mismatch(check_mcp_headers(mcp(message, mcp_param_count="1"), message, routed(message, PARAMS)))
 
 
 def test_param_checks_follow_the_given_params_only() -> None:
     only_region = (HeaderParam("Region", ("region",), "string"),)
     message = call(region="eu", count=3)
-    assert check_mcp_headers(mcp(message, mcp_param_region="eu"), message, only_region) is None
+    assert check_mcp_headers(mcp(message, mcp_param_region="eu"), message, routed(message, only_region)) is None
 
 
 # -- status_for -------------------------------------------------------------------------------------
@@ -591,4 +597,4 @@ def test_status_for(code: int | None, status: int) -> None:
 
 def test_param_header_present_while_the_argument_is_absent_is_rejected() -> None:
     message = call(region=None)
-    mismatch(check_mcp_headers(mcp(message, mcp_param_region="eu"), message, PARAMS), 1, "Mcp-Param-Region", "is not")
+    mismatch(check_mcp_headers(mcp(message, mcp_param_region="eu"), message, routed(message, PARAMS)), 1, "Mcp-Param-Region", "is not")

@@ -412,8 +412,8 @@ async def test_a_stalled_http_reader_does_not_delay_another_subscriber() -> None
             lively = SseStream(lively_link)
             await lively.open(listen("lively", resourceSubscriptions=["demo://a"]))
             assert (await lively.next())["method"] == "notifications/subscriptions/acknowledged"
-            await bus.until(lambda: len(server._subscribers) == 2)
-            (stalled,) = [s for s in server._subscribers if s.filter.uris == frozenset(big)]
+            await bus.until(lambda: len(server.subscriptions) == 2)
+            (stalled,) = [s for s in server.subscriptions if s.filter.uris == frozenset(big)]
 
             async def round_trip() -> float:
                 """Announce every big URI and demo://a; how long demo://a takes to reach `lively`."""
@@ -546,9 +546,9 @@ async def test_an_http_disconnect_ends_the_subscription() -> None:
             stream = SseStream(link)
             await stream.open(listen("leaving", toolsListChanged=True))
             assert (await stream.next())["method"] == "notifications/subscriptions/acknowledged"
-            assert len(server._subscribers) == 1 and len(bus.subscribers) == 1
+            assert len(server.subscriptions) == 1 and len(bus.subscribers) == 1
         await bus.until(lambda: not bus.subscribers)
-        assert len(server._subscribers) == 0
+        assert len(server.subscriptions) == 0
         reply = await caller.post(request("tools/call", 1, name="add_tool", arguments={"name": "nobody_hears"}))
         assert reply.json["result"]["content"][0]["text"] == "added tool nobody_hears"
 

@@ -1,11 +1,12 @@
 """Streamable HTTP transport: h11 connection state machines on asyncio protocols.
 
 Each TCP connection is a `_Connection` (an `asyncio.Protocol`) that feeds bytes
-to one `h11.Connection` and pulls events synchronously; a complete POST that
-carries a request becomes one task running `server.handle` with an
-`HttpWriter`, which answers with one JSON body unless a notification comes
-first, in which case it upgrades to an SSE stream (ADR 2). The peer closing
-the connection cancels that task. Owning the socket callbacks keeps the hot
+to one `h11.Connection` and pulls events synchronously. A complete POST runs
+the validation ladder (`httprules.py`); a request then becomes a `Call`
+submitted to the shared `CallRunner` (`calls.py`) with an `HttpWriter`
+(`httpwriter.py`), which answers with one JSON body unless a notification
+comes first, in which case it upgrades to an SSE stream (ADR 2). The peer
+closing the connection cancels the call. Owning the socket callbacks keeps the hot
 path free of per-request task groups and stream wrappers (ADR 11); anyio still
 runs the server and everything inside a call. Limits (body, headers,
 connections, in-flight calls, timeouts) are named fields of `HttpConfig`;
@@ -15,12 +16,11 @@ connections, in-flight calls, timeouts) are named fields of `HttpConfig`;
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
-import sys
-import traceback
 from dataclasses import dataclass
-from http import HTTPStatus
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Callable
 
 import anyio
 import anyio.abc
@@ -28,26 +28,14 @@ import h11
 
 from mcpcore.call import Call
 from mcpcore.server import Server
-from mcpcore.wire import INVALID_REQUEST, NOTIFICATION, McpError, encode_error
+from mcpcore.wire import INVALID_REQUEST, REQUEST, McpError, encode_error
 
+from .calls import CallRunner
 from .flow import WriteFlow
-from .httprules import (
-    Policy,
-    Rejection,
-    check_body,
-    check_head,
-    check_mcp_headers,
-    make_policy,
-    status_for,
-)
-from .sse import sse_comment, sse_event
+from .httprules import DEFAULT_MAX_BODY_BYTES, Policy, Rejection, check_body, check_head, check_mcp_headers, make_policy
+from .httpwriter import JSON_HEADERS, HttpWriter, Timer, response_head
 
-JSON_HEADERS = [(b"content-type", b"application/json")]
-SSE_HEADERS = [
-    (b"content-type", b"text/event-stream"),
-    (b"cache-control", b"no-cache"),
-    (b"x-accel-buffering", b"no"),
-]
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -59,7 +47,7 @@ class HttpConfig:
     path: str = "/mcp"
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
-    max_body_bytes: int = 4 * 1024 * 1024
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_header_bytes: int = 64 * 1024
     max_connections: int = 1000
     max_in_flight: int = 1024
@@ -70,13 +58,6 @@ class HttpConfig:
     grace_period: float = 5.0
     reuse_port: bool = False
     listen_fd: int | None = None  # an inherited listening socket (worker processes)
-
-
-_REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
-
-
-def _response(status: int, headers: list[tuple[bytes, bytes]]) -> h11.Response:
-    return h11.Response(status_code=status, headers=headers, reason=_REASONS[status])
 
 
 def _header_map(raw: list[tuple[bytes, bytes]]) -> tuple[dict[str, str], int]:
@@ -91,73 +72,6 @@ def _header_map(raw: list[tuple[bytes, bytes]]) -> tuple[dict[str, str], int]:
     return headers, size
 
 
-class HttpWriter:
-    """The per-request writer: Direct → (Sse →) Closed, as in DESIGN.md."""
-
-    def __init__(self, connection: "_Connection", call: Call) -> None:
-        self.connection = connection
-        self.call = call
-        self.state = "direct"
-        self._last_write = 0.0
-        self._ticker: asyncio.TimerHandle | None = None
-
-    async def _write(self, *events: Any) -> None:
-        if self.connection.gone:  # the peer left: the call is being cancelled
-            self.call.cancelled = True
-            return
-        self.connection.send(*events)
-        self._last_write = self.connection.loop.time()
-        await self.connection.drain()
-
-    async def notify(self, message: bytes) -> None:
-        if self.call.cancelled:
-            return
-        if self.state == "closed":
-            raise RuntimeError("notification after the response was sent")
-        events: list[Any] = []
-        if self.state == "direct":
-            self.state = "sse"
-            events.append(_response(200, self.connection.http.closing_headers(SSE_HEADERS)))
-            self._schedule_tick()
-        events.append(h11.Data(data=sse_event(message)))
-        await self._write(*events)
-
-    async def respond(self, message: bytes, error_code: int | None = None) -> None:
-        if self.call.cancelled:
-            return
-        if self.state == "closed":
-            raise RuntimeError("a second response for one request")
-        if self.state == "direct":
-            headers = JSON_HEADERS + [(b"content-length", str(len(message)).encode())]
-            status = status_for(error_code)
-            events: list[Any] = [_response(status, self.connection.http.closing_headers(headers)), h11.Data(data=message)]
-        else:
-            events = [h11.Data(data=sse_event(message))]
-        self.close()
-        await self._write(*events, h11.EndOfMessage())
-
-    def close(self) -> None:
-        self.state = "closed"
-        if self._ticker is not None:
-            self._ticker.cancel()
-
-    def _schedule_tick(self) -> None:
-        interval = self.connection.http.config.sse_keepalive
-        self._ticker = self.connection.loop.call_later(interval, self._tick)
-
-    def _tick(self) -> None:
-        """A comment line on an idle SSE stream so proxies keep it open."""
-        if self.state != "sse" or self.connection.gone:
-            return
-        interval = self.connection.http.config.sse_keepalive
-        idle = self.connection.loop.time() - self._last_write
-        if idle >= interval * 0.99:
-            self.connection.send(h11.Data(data=sse_comment()))
-            self._last_write = self.connection.loop.time()
-            idle = 0.0
-        self._ticker = self.connection.loop.call_later(max(interval - idle, 0.001), self._tick)
-
-
 class _Connection(WriteFlow):
     """One client connection: h11 events in, one request at a time, responses out."""
 
@@ -166,9 +80,10 @@ class _Connection(WriteFlow):
         self.loop = asyncio.get_running_loop()
         self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=http.config.max_header_bytes)
         self.transport: asyncio.Transport | None = None
+        self.peer: tuple[Any, ...] | None = None
         self.gone = False
-        self.task: asyncio.Task[None] | None = None
-        self.call: Call | None = None
+        self.call: Call | None = None  # the request being served (held or running)
+        self.writer: HttpWriter | None = None
         self.deadline: float | None = None  # checked by the server's sweeper (no timer per request)
         self._reading_paused = False
         self._request: h11.Request | None = None
@@ -181,6 +96,8 @@ class _Connection(WriteFlow):
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = tuple(peer) if isinstance(peer, (tuple, list)) else None
         self.http.connections.add(self)
         if len(self.http.connections) > self.http.config.max_connections:
             busy = Rejection(503, McpError(INVALID_REQUEST, "Too many connections; retry shortly"), None, (("retry-after", "1"),))
@@ -190,14 +107,14 @@ class _Connection(WriteFlow):
 
     def data_received(self, data: bytes) -> None:
         self.h11.receive_data(data)
-        if self.task is None:
+        if self.call is None:
             self._advance()
         elif len(self.h11.trailing_data[0]) > self.http.config.max_header_bytes + self.http.config.max_body_bytes:
             self._pause_reading()  # a pipelining client far ahead of us
 
     def eof_received(self) -> bool | None:
         self.h11.receive_data(b"")
-        if self.task is None:
+        if self.call is None:
             self._advance()
         else:
             self._lost()
@@ -208,7 +125,17 @@ class _Connection(WriteFlow):
         self.http.connections.discard(self)
         self.resume_writing()
 
-    # -- writing ------------------------------------------------------
+    # -- writing (the writer's `Link`) -----------------------------------
+
+    @property
+    def last_response(self) -> bool:
+        return self.http.closing
+
+    def time(self) -> float:
+        return self.loop.time()
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
+        return self.loop.call_later(delay, callback)
 
     def send(self, *events: Any) -> None:
         if self.gone or self.transport is None:
@@ -226,10 +153,10 @@ class _Connection(WriteFlow):
         """The peer is gone: cancel whatever it asked for."""
         self.gone = True
         self._cancel_timer()
+        if self.writer is not None:
+            self.writer.abort()
         if self.call is not None:
-            self.call.cancelled = True
-        if self.task is not None:
-            self.task.cancel()
+            self.call.cancel()
 
     def _advance(self) -> None:
         """Pull events until one needs more data or starts a call."""
@@ -253,7 +180,7 @@ class _Connection(WriteFlow):
             status = error.error_status_hint
             self._refuse_now(Rejection(status, McpError(INVALID_REQUEST, f"Bad request: {error}")))
         except Exception:  # one broken connection must never take the server down
-            traceback.print_exc(file=sys.stderr)
+            log.exception("fault on an HTTP connection from %s; closing it", self.peer)
             self.close()
 
     def _waiting(self) -> None:
@@ -303,49 +230,32 @@ class _Connection(WriteFlow):
         if isinstance(inbound, Rejection):
             self._answer(inbound)
             return self._next_cycle()
-        if inbound.kind == NOTIFICATION:
-            self.send(_response(202, self.http.closing_headers([(b"content-length", b"0")])), h11.EndOfMessage())
-            return self._next_cycle()
         message = inbound.message
+        if inbound.kind != REQUEST:  # a notification, or a response delivered
+            self.send(response_head(202, [(b"content-length", b"0")], self.http.closing), h11.EndOfMessage())
+            return self._next_cycle()
         if self.http.closing:
             stopping = Rejection(503, McpError(INVALID_REQUEST, "The server is shutting down; retry elsewhere"), message["id"])
             self._answer(stopping, close=True)
             self.close()
             return False
-        tool = None
-        if message["method"] == "tools/call":
-            params = message.get("params")
-            name = params.get("name") if isinstance(params, dict) else None
-            tool = self.http.server.tools.get(name) if isinstance(name, str) else None
-        mismatch = check_mcp_headers(self._headers, message, tool.headers if tool else ())
+        route = self.http.server.route(message)
+        mismatch = check_mcp_headers(self._headers, message, route)
         if mismatch is not None:
             self._answer(mismatch)
             return self._next_cycle()
-        self.call = Call(message)
-        self.task = self.loop.create_task(self._run(self.call))
+        self.call = Call(message, route, MappingProxyType(self._headers), self.peer)
+        self.writer = HttpWriter(self, self.http.config.sse_keepalive)
+        self.http.runner.submit(self.call, self.writer, self._finished)
         return False
 
-    async def _run(self, call: Call) -> None:
-        writer = HttpWriter(self, call)
-        self.http.active += 1
-        try:
-            if call.message["method"] == "subscriptions/listen":  # long-lived; bounded by max_subscriptions
-                await self.http.server.handle(call, writer)
-            else:
-                async with self.http.slots:
-                    await self.http.server.handle(call, writer)
-        except asyncio.CancelledError:
-            call.cancelled = True  # the peer left, or the server is stopping
-        except Exception:
-            traceback.print_exc(file=sys.stderr)
-            call.cancelled = True
-        finally:
-            writer.close()
-            self.http.active -= 1
-            if not self.http.active:
-                self.http.idle.set()
-            self.task, self.call = None, None
-        if call.cancelled or self.gone:
+    def _finished(self, call: Call) -> None:
+        """The call ended: read the next request, or close if its response is incomplete."""
+        writer = self.writer
+        self.call = self.writer = None
+        if writer is None or not writer.responded or self.gone:
+            if writer is not None:
+                writer.abort()
             self.close()
         elif self._next_cycle():
             self._resume_reading()
@@ -367,7 +277,7 @@ class _Connection(WriteFlow):
         headers += [(name.encode(), value.encode()) for name, value in rejection.headers]
         if close or self.http.closing:
             headers.append((b"connection", b"close"))
-        events: list[Any] = [_response(rejection.status, headers)]
+        events: list[Any] = [response_head(rejection.status, headers, False)]
         if self._request is None or self._request.method != b"HEAD":  # a reply to HEAD has no body
             events.append(h11.Data(data=body))
         self.send(*events, h11.EndOfMessage())
@@ -389,7 +299,7 @@ class _Connection(WriteFlow):
         self.deadline = None
 
     def timed_out(self) -> None:
-        if self.task is not None:
+        if self.call is not None:
             return
         if self.h11.their_state is h11.SEND_BODY or self.h11.trailing_data[0]:
             self._refuse_now(Rejection(408, McpError(INVALID_REQUEST, "The request took too long to arrive")))
@@ -419,9 +329,7 @@ class HttpServer:
         self.port = self.config.port
         self.policy: Policy = self._policy(self.port)
         self.connections: set[_Connection] = set()
-        self.active = 0
-        self.idle = anyio.Event()
-        self.slots = asyncio.Semaphore(self.config.max_in_flight)
+        self.runner = CallRunner(server, max_in_flight=self.config.max_in_flight, grace_period=self.config.grace_period)
         self.closing = False
         self._stop = anyio.Event()
 
@@ -433,10 +341,6 @@ class HttpServer:
     def url(self) -> str:
         host = f"[{self.config.host}]" if ":" in self.config.host else self.config.host
         return f"http://{host}:{self.port}{self.config.path}"
-
-    def closing_headers(self, headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-        """Response headers, plus `Connection: close` once shutdown has begun."""
-        return headers + [(b"connection", b"close")] if self.closing else list(headers)
 
     def stop(self) -> None:
         """Stop accepting, end subscriptions gracefully, let in-flight calls finish
@@ -466,10 +370,9 @@ class HttpServer:
                 sweeping.cancel_scope.cancel()
         finally:
             listener.close()
+            self.runner.cancel_all()
             for connection in list(self.connections):
                 connection.close()
-                if connection.task is not None:
-                    connection.task.cancel()
 
     async def _sweep(self) -> None:
         """Expire connections past their deadline (slow heads or bodies, idle keep-alive)."""
@@ -485,14 +388,10 @@ class HttpServer:
 
     async def _drain(self) -> None:
         self.closing = True
-        self.server.close_subscriptions()
         for connection in list(self.connections):
-            if connection.task is None and not connection.h11.trailing_data[0]:
+            if connection.call is None and not connection.h11.trailing_data[0]:
                 connection.close()  # idle: nothing to finish
-        with anyio.move_on_after(self.config.grace_period):
-            while self.active:
-                self.idle = anyio.Event()
-                await self.idle.wait()
+        await self.runner.drain()
 
 
 async def serve_http(server: Server, **options: Any) -> None:

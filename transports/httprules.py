@@ -1,10 +1,13 @@
 """The Streamable HTTP validation ladder, as pure functions (no I/O, no event loop).
 
 `check_head` runs the checks that need only the request line and headers (path,
-method, Origin, Host, Content-Type, Accept, declared length), `check_body`
-parses and classifies the body, and `check_mcp_headers` compares the MCP
-request headers with the body. Each returns a `Rejection` (status + JSON-RPC
-error) or None. `status_for` maps JSON-RPC error codes to HTTP statuses.
+method, Origin, Host, Content-Type, Accept, declared length); `check_body`
+parses and classifies the body (`calls.read_message` and `calls.take_response`,
+shared with stdio); and
+`check_mcp_headers` compares the MCP request headers with the body, reading
+the `Mcp-Name` field and `Mcp-Param-*` bindings from the request's `Route`.
+Each returns a `Rejection` (status + JSON-RPC error) or None; statuses of
+JSON-RPC errors come from the one table in `mcpcore.protocol`.
 """
 
 from __future__ import annotations
@@ -18,48 +21,16 @@ from functools import lru_cache
 from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
-import orjson
+from mcpcore.protocol import Route, http_status
+from mcpcore.wire import HEADER_MISMATCH, INVALID_REQUEST, META_VERSION, RESPONSE, McpError
 
-from mcpcore.toolheaders import HeaderParam
-from mcpcore.wire import (
-    HEADER_MISMATCH,
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    META_VERSION,
-    METHOD_NOT_FOUND,
-    MISSING_CLIENT_CAPABILITY,
-    PARSE_ERROR,
-    RESPONSE,
-    UNSUPPORTED_VERSION,
-    McpError,
-    classify,
-    readable_id,
-)
+from .calls import Inbound, Malformed, read_message, take_response
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
-
-_STATUS = {
-    PARSE_ERROR: 400,
-    INVALID_REQUEST: 400,
-    INVALID_PARAMS: 400,
-    HEADER_MISMATCH: 400,
-    MISSING_CLIENT_CAPABILITY: 400,
-    UNSUPPORTED_VERSION: 400,
-    METHOD_NOT_FOUND: 404,
-    INTERNAL_ERROR: 500,
-}
-
-# Methods whose Mcp-Name header mirrors a body field.
-NAME_FIELDS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 
 SENTINEL_PREFIX, SENTINEL_SUFFIX = "=?base64?", "?="
 _INTEGER = re.compile(r"-?[0-9]+(\.0+)?")  # 42 and 42.0 compare equal; 4_2 or 4e1 never
-
-
-def status_for(code: int | None) -> int:
-    """The HTTP status of a JSON-RPC response sent as a plain JSON body."""
-    return 200 if code is None else _STATUS.get(code, 200)
 
 
 @dataclass(frozen=True)
@@ -70,6 +41,11 @@ class Rejection:
     error: McpError
     request_id: Any = None
     headers: tuple[tuple[str, str], ...] = ()
+
+
+def refusal(error: McpError, request_id: Any = None) -> Rejection:
+    """An error answered with the HTTP status its code implies."""
+    return Rejection(http_status(error.code), error, request_id)
 
 
 def _reject(status: int, message: str, *headers: tuple[str, str]) -> Rejection:
@@ -85,7 +61,7 @@ class Policy:
     loopback: bool
     allowed_hosts: frozenset[str] = field(default_factory=frozenset)
     allowed_origins: frozenset[str] = field(default_factory=frozenset)
-    max_body_bytes: int = 4 * 1024 * 1024
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
 
 
 def is_loopback(host: str) -> bool:
@@ -99,7 +75,7 @@ def is_loopback(host: str) -> bool:
 
 def make_policy(
     host: str, port: int, path: str, allowed_hosts: tuple[str, ...] = (), allowed_origins: tuple[str, ...] = (),
-    max_body_bytes: int = 4 * 1024 * 1024,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> Policy:
     """A policy whose Host/Origin allow-lists start from the bind address."""
     loopback = is_loopback(host)
@@ -200,27 +176,16 @@ def check_head(policy: Policy, method: str, target: str, headers: Mapping[str, s
     return None
 
 
-@dataclass(frozen=True)
-class Inbound:
-    """A classified body: a request or a notification, parsed."""
-
-    kind: str
-    message: dict[str, Any]
-
-
 def check_body(body: bytes) -> Inbound | Rejection:
-    """Parse and classify one JSON-RPC message."""
-    try:
-        message = orjson.loads(body)
-    except orjson.JSONDecodeError as error:
-        return Rejection(400, McpError(PARSE_ERROR, f"Parse error: {error}"))
-    try:
-        kind = classify(message)
-    except McpError as error:
-        return Rejection(400, error, readable_id(message))
-    if kind == RESPONSE:
-        return Rejection(400, McpError(INVALID_REQUEST, "Send requests or notifications; this server accepts no responses"))
-    return Inbound(kind, message)
+    """A request or notification to serve, a response delivered, or the refusal to send."""
+    inbound = read_message(body)
+    if isinstance(inbound, Malformed):
+        return refusal(inbound.error, inbound.request_id)
+    if inbound.kind == RESPONSE:
+        problem = take_response(inbound.message)
+        if problem is not None:
+            return refusal(problem)
+    return inbound
 
 
 def decode_header_value(value: str) -> str:
@@ -268,9 +233,7 @@ def _disagreement(
     return None if same(decoded, value) else f"{name} {decoded!r} differs from {what} {value!r}"
 
 
-def check_mcp_headers(
-    headers: Mapping[str, str], message: dict[str, Any], tool_headers: tuple[HeaderParam, ...]
-) -> Rejection | None:
+def check_mcp_headers(headers: Mapping[str, str], message: dict[str, Any], route: Route) -> Rejection | None:
     """Header/body agreement for a request (-32020 when they disagree)."""
     request_id = message["id"]
     params = message.get("params")
@@ -286,7 +249,7 @@ def check_mcp_headers(
     if method != message["method"]:
         what = "is required" if method is None else f"{method!r} differs from the body's method {message['method']!r}"
         return _mismatch(f"the Mcp-Method header {what}", request_id)
-    field_name = NAME_FIELDS.get(message["method"])
+    field_name = route.name_field
     if field_name is not None:
         body_name = params.get(field_name)
         problem = _disagreement(
@@ -296,7 +259,7 @@ def check_mcp_headers(
         if problem:
             return _mismatch(problem, request_id)
     arguments = params.get("arguments")
-    for param in tool_headers:
+    for param in route.header_params:
         what = f"argument {'.'.join(param.path)!r}"
         problem = _disagreement(
             headers, f"Mcp-Param-{param.header}", what, param.value_in(arguments),

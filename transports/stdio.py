@@ -1,8 +1,9 @@
 """stdio transport: newline-delimited JSON-RPC on stdin/stdout.
 
-`serve_stdio(server)` reads lines, runs each request in its own task (at most
-`max_in_flight` at once: when full it stops reading, so nothing is dropped),
-and writes replies and notifications one whole line at a time. The protocol
+`open_stdio(server).serve()` reads lines and hands each to the shared
+`CallRunner` (`calls.py`), which runs each request in its own task (at most
+`max_in_flight` at once: while calls are held it stops reading, so nothing is
+dropped); replies and notifications are written one whole line at a time. The protocol
 owns private duplicates of fds 0 and 1; fd 1 itself is pointed at stderr so
 `print()`, logging and child processes can never corrupt the stream. The
 pipes are driven by asyncio pipe transports (ADR 11); a regular file on
@@ -12,36 +13,27 @@ either side is bridged through a pipe by a small copying thread.
 from __future__ import annotations
 
 import asyncio
-import collections
+import logging
 import os
 import stat
 import sys
 import threading
-import traceback
 from typing import Any
 
 import anyio
-import orjson
 
 from mcpcore.call import Call
 from mcpcore.server import Server
-from mcpcore.wire import (
-    INVALID_REQUEST,
-    NOTIFICATION,
-    PARSE_ERROR,
-    REQUEST,
-    McpError,
-    classify,
-    encode_error,
-    readable_id,
-)
+from mcpcore.wire import INVALID_REQUEST, NOTIFICATION, REQUEST, RESPONSE, McpError, encode_error, is_request_id
 
+from .calls import CallRunner, Malformed, read_message, take_response
 from .flow import WriteFlow
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_IN_FLIGHT = 128
 DEFAULT_GRACE_PERIOD = 2.0
-LISTEN = "subscriptions/listen"  # long-lived: bounded by Server.max_subscriptions, not the window
 
 
 def claim_stdio() -> tuple[int, int]:
@@ -139,20 +131,17 @@ class StdioSession:
     ) -> None:
         self.server = server
         self.in_fd, self.out_fd = in_fd, out_fd
-        self.max_in_flight = max_in_flight
         self.max_line_bytes = max_line_bytes
         self.grace_period = grace_period
-        self.in_flight: dict[Any, tuple[Call, asyncio.Task[None]]] = {}
+        self.runner = CallRunner(server, max_in_flight=max_in_flight, grace_period=grace_period)
+        self.calls: dict[Any, Call] = {}  # by request id: running or held
         self._parts: list[bytes] = []  # the current, still unterminated line
         self._size = 0
         self._discarding = False  # inside a line already rejected as oversized
-        self._waiting: collections.deque[dict[str, Any]] = collections.deque()  # requests read while the window was full
-        self._counted = 0  # in-flight calls that use the window (open subscriptions do not)
         self._input: asyncio.ReadTransport | None = None
         self._output: asyncio.WriteTransport | None = None
         self._out = _Output()
         self._ended = anyio.Event()
-        self._idle = anyio.Event()
 
     # -- lifecycle ------------------------------------------------------
 
@@ -175,7 +164,7 @@ class StdioSession:
             self._output, _ = await loop.connect_write_pipe(lambda: self._out, out_file)
             self._input, _ = await loop.connect_read_pipe(lambda: _Input(self), in_file)
             await self._ended.wait()
-            await self._drain()
+            await self.runner.drain()
             await self._flush()
         finally:
             for transport in (self._input, self._output):
@@ -190,21 +179,6 @@ class StdioSession:
                 out_file.close()
                 out_bridge.join(self.grace_period)  # let the copy into the file finish
 
-    async def _drain(self) -> None:
-        """After EOF: end subscriptions gracefully, let in-flight calls finish
-        within the grace period, then cancel them."""
-        self.server.close_subscriptions()
-        with anyio.move_on_after(self.grace_period):
-            while self.in_flight and not self._out.broken:
-                self._idle = anyio.Event()
-                await self._idle.wait()
-        for call, task in list(self.in_flight.values()):
-            call.cancelled = True
-            task.cancel()
-        while self.in_flight:
-            self._idle = anyio.Event()
-            await self._idle.wait()
-
     async def _flush(self) -> None:
         with anyio.move_on_after(self.grace_period):
             while self._output is not None and self._output.get_write_buffer_size() and not self._out.broken:
@@ -216,7 +190,8 @@ class StdioSession:
     async def write(self, message: bytes) -> None:
         """Write one message as one line (lines never interleave)."""
         if self._out.broken or self._output is None:
-            self.end_of_input()  # nobody reads our output any more
+            self.end_of_input()  # nobody reads our output any more: stop serving
+            self.runner.cancel_all()
             return
         self._write_now(message)
         await self.drain()
@@ -265,66 +240,40 @@ class StdioSession:
     def _line(self, line: bytes) -> None:
         if not line.strip():
             return
-        try:
-            message = orjson.loads(line)
-        except orjson.JSONDecodeError as error:
-            self._write_now(encode_error(None, McpError(PARSE_ERROR, f"Parse error: {error}")))
-            return
-        try:
-            kind = classify(message)
-        except McpError as error:
-            self._write_now(encode_error(readable_id(message), error))
-            return
-        if kind == NOTIFICATION:
-            self._notified(message)  # never held: a cancellation may be what frees the window
-        elif kind == REQUEST:
-            if self._waiting or self._counted >= self.max_in_flight:
-                self._waiting.append(message)  # the window is full: hold it and stop reading
-                if self._input is not None:
-                    self._input.pause_reading()
-            else:
-                self._start(message)
+        inbound = read_message(line)
+        if isinstance(inbound, Malformed):
+            self._write_now(encode_error(inbound.request_id, inbound.error))
+        elif inbound.kind == NOTIFICATION:
+            self._notified(inbound.message)  # never held: a cancellation may be what frees the window
+        elif inbound.kind == RESPONSE:
+            problem = take_response(inbound.message)
+            if problem is not None:  # a response cannot be answered: say so in the log
+                log.warning("dropped a response from the client (id %r): %s", inbound.message.get("id"), problem.message)
+        elif inbound.kind == REQUEST:
+            self._submit(inbound.message)
 
     def _notified(self, message: dict[str, Any]) -> None:
         if message["method"] == "notifications/cancelled":
             params = message.get("params")
-            entry = self.in_flight.get(params.get("requestId")) if isinstance(params, dict) else None
-            if entry is not None:
-                call, task = entry
-                call.cancelled = True
-                task.cancel()
+            request_id = params.get("requestId") if isinstance(params, dict) else None
+            call = self.calls.get(request_id) if is_request_id(request_id) else None
+            if call is not None:
+                call.cancel()
 
-    def _start(self, message: dict[str, Any]) -> None:
+    def _submit(self, message: dict[str, Any]) -> None:
         request_id = message["id"]
-        if request_id in self.in_flight:
+        if request_id in self.calls:
             error = McpError(INVALID_REQUEST, f"Request id {request_id!r} is already in flight; ids must be unique")
             self._write_now(encode_error(request_id, error))
             return
-        call = Call(message)
-        if message["method"] != LISTEN:
-            self._counted += 1
-        task = asyncio.get_running_loop().create_task(self._run(call))
-        self.in_flight[request_id] = (call, task)
+        call = self.calls[request_id] = Call(message, self.server.route(message))
+        self.runner.submit(call, _CallWriter(self, call), self._finished)
+        if self.runner.holding and self._input is not None:
+            self._input.pause_reading()  # the window is full: read again once no call is held
 
-    async def _run(self, call: Call) -> None:
-        try:
-            await self.server.handle(call, _CallWriter(self, call))
-        except asyncio.CancelledError:
-            call.cancelled = True
-        except Exception:
-            traceback.print_exc(file=sys.stderr)
-        finally:
-            del self.in_flight[call.message["id"]]
-            if call.message["method"] != LISTEN:
-                self._counted -= 1
-            self._idle.set()
-            self._take_waiting()
-
-    def _take_waiting(self) -> None:
-        """A slot freed up: start held requests, and read again once none are held."""
-        while self._waiting and self._counted < self.max_in_flight:
-            self._start(self._waiting.popleft())
-        if not self._waiting and self._input is not None and not self._ended.is_set():
+    def _finished(self, call: Call) -> None:
+        del self.calls[call.message["id"]]
+        if not self.runner.holding and self._input is not None and not self._ended.is_set():
             self._input.resume_reading()
 
 
@@ -336,8 +285,3 @@ def open_stdio(server: Server, *, in_fd: int | None = None, out_fd: int | None =
     if in_fd is None or out_fd is None:
         in_fd, out_fd = claim_stdio()
     return StdioSession(server, in_fd, out_fd, **options)
-
-
-async def serve_stdio(server: Server, **options: Any) -> None:
-    """Serve `server` over stdio until EOF on the input (options as for `open_stdio`)."""
-    await open_stdio(server, **options).serve()

@@ -11,6 +11,7 @@ verifies in every worker. Subscriptions are per worker (see ADRS.md).
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import signal
@@ -21,6 +22,8 @@ import time
 from typing import Sequence
 
 from mcpcore.sealing import KEYS_ENV
+
+log = logging.getLogger(__name__)
 
 CRASH_WINDOW = 10.0  # seconds
 CRASH_LIMIT = 5  # crashes within the window before giving up
@@ -41,7 +44,7 @@ def supervise(worker_args: Sequence[str], host: str, port: int, workers: int, pa
     env.setdefault(KEYS_ENV, secrets.token_urlsafe(32))  # one sealing key for the whole group
     command = [sys.executable, "-m", "mcpcore", *worker_args, "--listen-fd", str(sock.fileno())]
     shown = f"[{host}]" if ":" in host else host
-    print(f"mcpcore: {workers} workers serving at http://{shown}:{sock.getsockname()[1]}{path}", file=sys.stderr, flush=True)
+    log.info("%d workers serving at http://%s:%d%s", workers, shown, sock.getsockname()[1], path)
 
     def start() -> subprocess.Popen[bytes]:
         return subprocess.Popen(command, pass_fds=(sock.fileno(),), env=env)
@@ -67,9 +70,9 @@ def supervise(worker_args: Sequence[str], host: str, port: int, workers: int, pa
                 continue
             now = time.monotonic()
             crashes = [t for t in crashes if now - t < CRASH_WINDOW] + [now]
-            print(f"mcpcore: worker {child.pid} exited with {child.returncode}; restarting", file=sys.stderr, flush=True)
+            log.warning("worker %d exited with %s; restarting", child.pid, child.returncode)
             if len(crashes) >= CRASH_LIMIT:
-                print("mcpcore: workers keep crashing; stopping", file=sys.stderr, flush=True)
+                log.error("workers keep crashing; stopping")
                 status = 1
                 stop(signal.SIGTERM, None)
                 break

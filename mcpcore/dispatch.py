@@ -1,0 +1,275 @@
+"""The request path inside the core: route a request, check its `_meta`, run its method.
+
+`Dispatcher.route(message)` says once what a request is (`protocol.Route`);
+`Dispatcher.handle(call, writer)` checks the request's `_meta`, runs the
+method and sends exactly one response through the writer (tools, prompts and
+resources may send request-scoped notifications before it). A method that may
+answer `input_required` runs behind the sealing front: a retry's sealed
+`requestState` is opened before the handler runs, and an `InputRequired` it
+raises is sealed into the result. Results that do not change per call
+(discover, list pages) are serialized once and reused until the catalog changes.
+The transports' side of the path is `transports/calls.py`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+import orjson
+
+from .call import Call, Writer
+from .context import LOG_LEVELS, Context
+from .inputs import InputRequired, read_answers
+from .protocol import INPUT_METHODS, NAME_FIELDS, REMOVED_METHODS, Route, method_route
+from .sealing import binding
+from .subscriptions import PROMPTS, RESOURCES, TOOLS
+from .resources import Resource, ResourceTemplate
+from .wire import (
+    INTERNAL_ERROR,
+    META_CAPABILITIES,
+    META_LOG_LEVEL,
+    META_VERSION,
+    METHOD_NOT_FOUND,
+    SUPPORTED_VERSIONS,
+    McpError,
+    encode_error,
+    encode_raw_result,
+    invalid_params,
+    unsupported_version,
+)
+
+if TYPE_CHECKING:
+    from .server import Server
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Route, dict[str, Any], Context], Awaitable["dict[str, Any] | bytes"]]
+
+
+def _missing_meta(field: str) -> McpError:
+    return invalid_params(
+        f"params._meta is missing {field!r}: every request carries "
+        f"{META_VERSION!r} and {META_CAPABILITIES!r}",
+        {"field": field},
+    )
+
+
+def request_meta(params: dict[str, Any]) -> dict[str, Any]:
+    """The request's `_meta`, checked: required fields, supported version, log level."""
+    meta = params.get("_meta")
+    if not isinstance(meta, dict):
+        raise _missing_meta("_meta")
+    version = meta.get(META_VERSION)
+    if not isinstance(version, str):
+        raise _missing_meta(META_VERSION)
+    if not isinstance(meta.get(META_CAPABILITIES), dict):
+        raise _missing_meta(META_CAPABILITIES)
+    if version not in SUPPORTED_VERSIONS:
+        raise unsupported_version(version)
+    level = meta.get(META_LOG_LEVEL)
+    if level is not None and level not in LOG_LEVELS:
+        raise invalid_params(f"Unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
+    return meta
+
+
+class Dispatcher:
+    """Answers the requests of one `Server` (its catalogs, sealer and subscriptions)."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self._discover: bytes | None = None
+        # method → (handler, whether the server offers it right now)
+        self._methods: dict[str, tuple[Handler, Callable[[], bool]]] = {
+            "server/discover": (self._on_discover, lambda: True),
+            "tools/list": (self._on_tools_list, server.has_tools),
+            "tools/call": (self._on_tools_call, server.has_tools),
+            "resources/list": (self._on_resources_list, server.has_resources),
+            "resources/templates/list": (self._on_templates_list, server.has_resources),
+            "resources/read": (self._on_resources_read, server.has_resources),
+            "prompts/list": (self._on_prompts_list, server.has_prompts),
+            "prompts/get": (self._on_prompts_get, server.has_prompts),
+            "completion/complete": (self._on_complete, lambda: bool(server.completions)),
+            "subscriptions/listen": (self._on_listen, lambda: True),
+        }
+        self._routes = {method: method_route(method) for method in self._methods}
+
+    def forget_discover(self) -> None:
+        """What is offered changed: build the discover result again on its next request."""
+        self._discover = None
+
+    # -- the seam -------------------------------------------------------
+
+    def route(self, message: dict[str, Any]) -> Route:
+        """What a request (already classified as one) is; its tool looked up once."""
+        method = message["method"]
+        if method == "tools/call":
+            params = message.get("params")
+            name = params.get("name") if isinstance(params, dict) else None
+            tool = self.server.tools.get(name) if isinstance(name, str) else None
+            if tool is not None:
+                return tool.route
+        return self._routes.get(method) or method_route(method)
+
+    async def handle(self, call: Call, writer: Writer) -> None:
+        """Answer one request: notifications (if any) then exactly one response."""
+        request_id = call.message.get("id")
+        code = None
+        try:
+            response = encode_raw_result(request_id, await self._dispatch(call, writer))
+        except McpError as error:
+            code, response = error.code, encode_error(request_id, error)
+        except Exception:  # a bug on our side or in user code outside a tool
+            log.exception("internal error answering %s request %r", call.message.get("method"), request_id)
+            code, response = INTERNAL_ERROR, encode_error(request_id, McpError(INTERNAL_ERROR, "Internal error"))
+        if not call.cancelled:
+            await writer.respond(response, code)
+
+    async def _dispatch(self, call: Call, writer: Writer) -> bytes:
+        if call.route is None:
+            call.route = self.route(call.message)
+        route = call.route
+        method = route.method
+        params = call.message.get("params")
+        if params is None:
+            params = {}
+        elif not isinstance(params, dict):
+            raise invalid_params("params must be a JSON object")
+        if method == "initialize":
+            supported = ", ".join(SUPPORTED_VERSIONS)
+            raise McpError(
+                METHOD_NOT_FOUND,
+                f"initialize is not used by this server; it speaks protocol versions {supported} "
+                f"with per-request _meta (see server/discover)",
+                {"supported": list(SUPPORTED_VERSIONS)},
+            )
+        meta = request_meta(params)
+        entry = self._methods.get(method)
+        if entry is None or not entry[1]():
+            reason = REMOVED_METHODS.get(method)
+            if reason:
+                raise McpError(METHOD_NOT_FOUND, f"Method not found: {method!r}; {reason}")
+            raise McpError(METHOD_NOT_FOUND, f"Method not found: {method!r}")
+        context = Context(call, writer, meta)
+        if method in INPUT_METHODS:
+            result = await self._with_inputs(entry[0], route, params, context)
+        else:
+            result = await entry[0](route, params, context)
+        if isinstance(result, bytes):
+            return result
+        result_meta = self.server.result_meta
+        result.setdefault("resultType", "complete")
+        result["_meta"] = {**result_meta, **result["_meta"]} if "_meta" in result else result_meta
+        return orjson.dumps(result)
+
+    # -- the sealing front (multi round-trip requests) -------------------
+
+    async def _with_inputs(self, handler: Handler, route: Route, params: dict[str, Any], context: Context) -> dict[str, Any] | bytes:
+        """Run a handler that may ask for input; on a retry, open its sealed state first."""
+        method = route.method
+        sealer = self.server.sealer
+
+        def bound() -> str:  # computed only when state is opened or sealed
+            target = params.get(NAME_FIELDS[method])
+            arguments = None if method == "resources/read" else params.get("arguments") or {}
+            return binding(method, target if isinstance(target, str) else "", arguments, context.principal)
+
+        responses = params.get("inputResponses")
+        if responses is not None and not isinstance(responses, dict):
+            raise invalid_params("inputResponses must be an object keyed by input request name")
+        asked = None
+        if params.get("requestState") is not None:
+            payload = sealer.open(params["requestState"], bound())
+            context.state, asked = payload.get("state"), payload.get("asked") or {}
+        context.answers = read_answers(responses or {}, asked)
+        try:
+            return await handler(route, params, context)
+        except InputRequired as ask:
+            result, payload = ask.result(context.client_capabilities)
+            result["requestState"] = sealer.seal(payload, bound())
+            return result
+
+    # -- methods --------------------------------------------------------
+
+    async def _on_discover(self, route: Route, params: dict[str, Any], context: Context) -> bytes:
+        if self._discover is None:
+            server = self.server
+            result: dict[str, Any] = {
+                "resultType": "complete",
+                "supportedVersions": list(SUPPORTED_VERSIONS),
+                "capabilities": server.capabilities(),
+            }
+            if server.instructions:
+                result["instructions"] = server.instructions
+            result.update(ttlMs=server.cache.ttl_ms, cacheScope=server.cache.cache_scope, _meta=server.result_meta)
+            self._discover = orjson.dumps(result)
+        return self._discover
+
+    async def _on_tools_list(self, route: Route, params: dict[str, Any], context: Context) -> bytes:
+        return self.server.tools.page(params.get("cursor"), self.server.result_meta)
+
+    async def _on_resources_list(self, route: Route, params: dict[str, Any], context: Context) -> bytes:
+        return self.server.resources.page(params.get("cursor"), self.server.result_meta)
+
+    async def _on_templates_list(self, route: Route, params: dict[str, Any], context: Context) -> bytes:
+        return self.server.templates.page(params.get("cursor"), self.server.result_meta)
+
+    async def _on_prompts_list(self, route: Route, params: dict[str, Any], context: Context) -> bytes:
+        return self.server.prompts.page(params.get("cursor"), self.server.result_meta)
+
+    async def _on_tools_call(self, route: Route, params: dict[str, Any], context: Context) -> dict[str, Any]:
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise invalid_params('tools/call needs a string "name"')
+        tool = route.target
+        if tool is None:
+            raise invalid_params(f"Unknown tool: {name!r}", {"name": name})
+        arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        elif not isinstance(arguments, dict):
+            raise invalid_params('tools/call "arguments" must be a JSON object')
+        return await tool.call(arguments, context)
+
+    async def _on_resources_read(self, route: Route, params: dict[str, Any], context: Context) -> dict[str, Any]:
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            raise invalid_params('resources/read needs a string "uri"')
+        server = self.server
+        found: Resource | ResourceTemplate | None = server.resources.get(uri)
+        variables: dict[str, str] | None = {}
+        if found is None:
+            for template in server.templates:
+                variables = template.template.match(uri)
+                if variables is not None:
+                    found = template
+                    break
+        if found is None or variables is None:
+            raise invalid_params(f"Resource not found: {uri}", {"uri": uri})
+        hints = found.cache.over(server.cache)
+        contents = await found.read(uri, variables, context)
+        return {"contents": contents, "ttlMs": hints.ttl_ms, "cacheScope": hints.cache_scope}
+
+    async def _on_prompts_get(self, route: Route, params: dict[str, Any], context: Context) -> dict[str, Any]:
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise invalid_params('prompts/get needs a string "name"')
+        prompt = self.server.prompts.get(name)
+        if prompt is None:
+            raise invalid_params(f"Unknown prompt: {name!r}", {"name": name})
+        return await prompt.get(params.get("arguments"), context)
+
+    async def _on_complete(self, route: Route, params: dict[str, Any], context: Context) -> dict[str, Any]:
+        server = self.server
+
+        def known(kind: str, target: str) -> bool:
+            if kind == "ref/prompt":
+                return server.prompts.get(target) is not None
+            return server.templates.get(target) is not None or server.resources.get(target) is not None
+
+        return await server.completions.complete(params, known)
+
+    async def _on_listen(self, route: Route, params: dict[str, Any], context: Context) -> dict[str, Any]:
+        server = self.server
+        offered = {TOOLS: server.has_tools(), PROMPTS: server.has_prompts(), RESOURCES: server.has_resources()}
+        return await server.subscriptions.listen(params.get("notifications"), offered, context.request_id, context.send_notification)

@@ -1,0 +1,155 @@
+"""What both transports do with a message once it is framed: classify it, run it, drain.
+
+Theory of operation. A transport cuts its input into messages (a stdio line,
+an HTTP body) and hands each to `read_message`, which parses and classifies
+it: a request, a notification, a response from the client, or `Malformed`
+(the error to answer). A request becomes a `Call` carrying the core's `Route`
+and goes to `CallRunner.submit` with its writer and a `done` callback. The
+runner keeps an in-flight window: up to `max_in_flight` calls run, each in a
+task of its own; later ones are held in arrival order (the transport stops
+reading while any are held, so nothing is dropped) and start as slots free.
+Long-lived calls (open subscriptions) run outside the window, bounded by their
+own limit, so they never starve ordinary calls or a cancellation. `Call.cancel`
+is the only way a call is cancelled: a held call is then dropped unstarted. A
+handler that raises past `server.handle` is logged and the call counts as
+failed (`done` sees that no response was sent). `drain` ends subscriptions,
+gives the rest the grace period, then cancels what is left and waits for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import anyio
+import orjson
+
+from mcpcore.call import Call, Writer
+from mcpcore.server import Server
+from mcpcore.wire import INVALID_REQUEST, PARSE_ERROR, McpError, classify, readable_id
+
+log = logging.getLogger(__name__)
+
+Done = Callable[[Call], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Inbound:
+    """A parsed message: a request, a notification or a response (`classify`'s verdict)."""
+
+    kind: str
+    message: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Malformed:
+    """A message that cannot be served: the error to answer, with the id if one was readable."""
+
+    error: McpError
+    request_id: Any = None
+
+
+def read_message(data: bytes) -> Inbound | Malformed:
+    """Parse and classify one framed JSON-RPC message."""
+    try:
+        message = orjson.loads(data)
+    except orjson.JSONDecodeError as error:
+        return Malformed(McpError(PARSE_ERROR, f"Parse error: {error}"))
+    try:
+        kind = classify(message)
+    except McpError as error:
+        return Malformed(error, readable_id(message))
+    return Inbound(kind, message)
+
+
+def take_response(message: dict[str, Any]) -> McpError | None:
+    """A response from the client: None once delivered to the request waiting for it, else why not.
+
+    This server sends no requests of its own yet, so no response is ever awaited.
+    """
+    return McpError(INVALID_REQUEST, "Send requests or notifications; this server accepts no responses")
+
+
+class CallRunner:
+    """Runs one transport's calls within an in-flight window (see the module docstring)."""
+
+    def __init__(self, server: Server, *, max_in_flight: int, grace_period: float) -> None:
+        self.server = server
+        self.max_in_flight = max_in_flight
+        self.grace_period = grace_period
+        self.calls: set[Call] = set()  # running or held
+        self._held: collections.deque[tuple[Call, Writer, Done]] = collections.deque()
+        self._counted = 0  # running calls that use the window
+        self._changed = anyio.Event()  # set whenever a call ends
+
+    @property
+    def holding(self) -> bool:
+        """Whether calls wait for a slot (the transport should not read more meanwhile)."""
+        return bool(self._held)
+
+    def submit(self, call: Call, writer: Writer, done: Done) -> None:
+        """Run `call` now if the window has room (or it is long-lived), else hold it."""
+        assert call.route is not None, "the transport routes a call before submitting it"
+        self.calls.add(call)
+        if not call.route.long_lived and (self._held or self._counted >= self.max_in_flight):
+            self._held.append((call, writer, done))
+        else:
+            self._start(call, writer, done)
+
+    def _start(self, call: Call, writer: Writer, done: Done) -> None:
+        counted = not call.route.long_lived  # type: ignore[union-attr]
+        if counted:
+            self._counted += 1
+        call.task = asyncio.get_running_loop().create_task(self._run(call, writer, done, counted))
+
+    async def _run(self, call: Call, writer: Writer, done: Done, counted: bool) -> None:
+        try:
+            await self.server.handle(call, writer)
+        except asyncio.CancelledError:
+            pass  # `Call.cancel` did it: nothing more is sent
+        except Exception:
+            log.exception("a call failed outside its handler's error handling: %r", call.message.get("id"))
+        finally:
+            if counted:
+                self._counted -= 1
+            self._start_held()
+            self._end(call, done)
+
+    def _end(self, call: Call, done: Done) -> None:
+        self.calls.discard(call)
+        self._changed.set()
+        done(call)
+
+    def _start_held(self) -> None:
+        """A slot freed up: start held calls in order (dropping cancelled ones)."""
+        while self._held and self._counted < self.max_in_flight:
+            call, writer, done = self._held.popleft()
+            if call.cancelled:
+                self._end(call, done)
+            else:
+                self._start(call, writer, done)
+
+    def cancel_all(self) -> None:
+        """Cancel every call, running or held (held ones end at once)."""
+        for call in list(self.calls):
+            call.cancel()
+        while self._held:
+            call, _, done = self._held.popleft()
+            self._end(call, done)
+
+    async def drain(self) -> None:
+        """End subscriptions gracefully, let calls finish within the grace period,
+        then cancel the rest and wait until every call has ended."""
+        self.server.close_subscriptions()
+        with anyio.move_on_after(self.grace_period):
+            await self._until_idle()
+        self.cancel_all()
+        await self._until_idle()
+
+    async def _until_idle(self) -> None:
+        while self.calls:
+            self._changed = anyio.Event()
+            await self._changed.wait()
