@@ -850,3 +850,17 @@ async def test_stop_cancels_calls_still_running_after_the_grace_period() -> None
             await probes.cancelled.wait()
         assert not probes.finished.is_set()
         await assert_closed(client)
+
+
+# -- transport facts on the call ------------------------------------------------------------------
+
+
+async def test_a_tool_sees_the_request_headers_and_the_peer_address(server) -> None:
+    async with running(server) as http, HttpClient.connect(http) as client:
+        message = request("tools/call", 1, name="caller")
+        with anyio.fail_after(LIMIT):
+            reply = await client.post(message, mcp_headers(message, **{"user-agent": "mcpcore-tests/1"}))
+    facts = reply.json["result"]["structuredContent"]
+    host, port = facts["peer"][:2]
+    assert facts["agent"] == "mcpcore-tests/1" and host == "127.0.0.1" and isinstance(port, int) and port > 0
+    assert facts["principal"] is None  # nothing authenticates yet

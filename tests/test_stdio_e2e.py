@@ -234,3 +234,33 @@ def test_regular_files_work_as_stdin_and_stdout(tmp_path) -> None:
     replies = {m["id"]: m for m in map(orjson.loads, answers.read_bytes().splitlines())}
     assert replies[1]["result"]["supportedVersions"] == ["2026-07-28"]
     assert replies[2]["result"]["content"][0]["text"] == "from a file"
+
+
+async def test_a_cancellation_naming_an_unusable_request_id_loses_no_other_request() -> None:
+    async with serve(SERVE_E2E) as client:
+        with anyio.fail_after(10):
+            bad = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": [1]}}
+            chunk = b"".join(
+                orjson.dumps(m) + b"\n"
+                for m in [bad, request("tools/call", 1, name="echo", arguments={"text": "one"}), bad,
+                          request("tools/call", 2, name="echo", arguments={"text": "two"})]
+            )
+            await client.send_raw(chunk)  # one write: the four lines arrive in one read
+            answers = {(await client.read())["id"] for _ in range(2)}
+            assert answers == {1, 2}
+
+
+async def test_a_tool_traceback_goes_to_stderr_through_logging_and_the_log_level_silences_it() -> None:
+    for level, shown in (("info", True), ("critical", False)):
+        async with serve([*SERVE_E2E, "--log-level", level], stderr=subprocess.PIPE) as client:
+            with anyio.fail_after(10):
+                reply = await client.call("tools/call", 1, name="fails", arguments={"text": "x1"})
+                assert reply["result"]["isError"] is True
+                await client.close_stdin()
+                assert await client.wait() == 0
+                assert client.process.stderr is not None and client.process.stdout is not None
+                errors = b"".join([chunk async for chunk in client.process.stderr])
+                assert b"".join([chunk async for chunk in client.process.stdout]) == b""
+        assert (b"Traceback" in errors and b"tool failure marker x1" in errors) is shown, errors
+        if shown:
+            assert b"mcpcore: tool 'fails' raised" in errors

@@ -24,7 +24,8 @@ import pytest
 from conftest import ROOT, request
 from http_client import HttpClient, mcp_headers, parse_sse, running
 from mcpcore.subscriptions import PROMPTS, RESOURCE, RESOURCES, TOOLS, Change, Filter, LocalBus, Subscriber
-from memory import exchange
+from mcpcore import Call
+from memory import MemoryWriter, exchange
 from servers import listen_server
 from stdio_client import StdioClient, serve
 from wire_schema import check
@@ -314,17 +315,30 @@ async def test_each_subscription_gets_only_the_types_it_asked_for(side: Side) ->
     await updates.expect_end()
 
 
-async def test_a_change_reaches_open_streams_within_100_ms(side: Side) -> None:
+async def test_a_change_reaches_open_streams_announced_from_a_call_or_a_worker_thread(side: Side) -> None:
     sub = await side.listen("fast", toolsListChanged=True, resourceSubscriptions=["demo://a"])
     for trigger, method, params in [
         (lambda: side.tool("touch", uri="demo://a"), "notifications/resources/updated", {"uri": "demo://a"}),
         (lambda: side.tool("add_tool", name="quick"), "notifications/tools/list_changed", {}),  # from a worker thread
     ]:
-        started = anyio.current_time()
-        await trigger()  # the whole round trip of the call that announces the change counts too
+        await trigger()
         await sub.expect(method, **params)
-        elapsed = anyio.current_time() - started
-        assert elapsed < 0.1, f"{method} took {elapsed:.3f} s"
+
+
+async def test_a_change_is_forwarded_without_waiting_for_any_timer() -> None:
+    """Delivery is event-driven: once every task is blocked, the notification was already sent."""
+    server = listen_server.build()
+    writer = MemoryWriter("subscriptions/listen")
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(server.handle, Call(listen("evented", resourceSubscriptions=["demo://a"])), writer)
+        await anyio.wait_all_tasks_blocked()
+        assert [n["method"] for n in writer.notifications] == ["notifications/subscriptions/acknowledged"]
+        server.notify_resource_updated("demo://a")
+        await anyio.wait_all_tasks_blocked()
+        assert writer.notifications[-1]["method"] == "notifications/resources/updated"
+        assert writer.notifications[-1]["params"]["uri"] == "demo://a"
+        server.close_subscriptions()
+    assert writer.response is not None and writer.response["result"]["resultType"] == "complete"
 
 
 async def test_adding_and_removing_tools_and_prompts_announces_list_changed(side: Side) -> None:
@@ -415,16 +429,14 @@ async def test_a_stalled_http_reader_does_not_delay_another_subscriber() -> None
             await bus.until(lambda: len(server.subscriptions) == 2)
             (stalled,) = [s for s in server.subscriptions if s.filter.uris == frozenset(big)]
 
-            async def round_trip() -> float:
-                """Announce every big URI and demo://a; how long demo://a takes to reach `lively`."""
+            async def round_trip() -> None:
+                """Announce every big URI and demo://a; demo://a must reach `lively` all the same."""
                 for uri in big:
                     server.notify_resource_updated(uri)
-                started = anyio.current_time()
                 server.notify_resource_updated("demo://a")
-                with anyio.fail_after(5):
+                with anyio.fail_after(5):  # a hang guard: a blocked lively stream never gets it
                     note = await lively.next()
                 assert note is not None and note["params"]["uri"] == "demo://a"
-                return anyio.current_time() - started
 
             rounds = full = 0
             while full < 3:  # until its writer is stuck on a full socket: changes pile up round after round
@@ -432,8 +444,8 @@ async def test_a_stalled_http_reader_does_not_delay_another_subscriber() -> None
                 full = full + 1 if len(stalled._pending) == len(big) else 0
                 rounds += 1
                 assert rounds < 64, "the stalled stream never filled up"
-            for _ in range(5):
-                assert await round_trip() < 0.1
+            for _ in range(5):  # the stalled writer stays stuck while lively gets every change
+                await round_trip()
                 assert len(stalled._pending) == len(big)  # repeats coalesce: one pending per URI
     # leaving the connections closed the stalled stream; the server stopped without it
 

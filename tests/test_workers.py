@@ -7,7 +7,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 
 import anyio
 import pytest
@@ -80,9 +79,7 @@ async def test_workers_share_a_port_restart_when_killed_and_stop_together() -> N
         os.kill(victim, signal.SIGKILL)
         await wait_for(lambda: victim not in children_of(supervisor.pid) and len(children_of(supervisor.pid)) == 2)
         supervisor.send_signal(signal.SIGTERM)
-        started = time.monotonic()
-        assert supervisor.wait(20) == 0
-        assert time.monotonic() - started < 15
+        assert supervisor.wait(30) == 0  # 1 if a worker had to be killed instead of stopping gracefully
         assert children_of(supervisor.pid) == set()
     finally:
         if supervisor.poll() is None:

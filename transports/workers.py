@@ -82,7 +82,9 @@ def supervise(worker_args: Sequence[str], host: str, port: int, workers: int, pa
         try:
             child.wait(max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
+            log.error("worker %d did not stop within %.0f s; killed it", child.pid, STOP_TIMEOUT)
             child.kill()
             child.wait()
+            status = 1
     sock.close()
     return status

@@ -54,3 +54,9 @@ async def log_levels(ctx: Context) -> str:
     await ctx.info("info note")
     await ctx.error("error report")
     return "logged"
+
+
+@server.tool
+def fails(text: str) -> str:
+    """Raise, so the traceback goes to the log and the model gets an isError result."""
+    raise ValueError(f"tool failure marker {text}")

@@ -51,6 +51,11 @@ def build(probes: Probes | None = None) -> Server:
         """Return the text unchanged."""
         return text
 
+    @server.tool
+    def caller(ctx: Context) -> dict:
+        """What the transport knows about the caller: request headers and peer address."""
+        return {"agent": ctx.headers.get("user-agent"), "peer": list(ctx.peer or ()), "principal": ctx.principal}
+
     @server.tool(input_schema=HEADED_SCHEMA)
     def headed(region: str | None = None, count: int | None = None, flag: bool | None = None) -> str:
         """Arguments mirrored into Mcp-Param-Region, Mcp-Param-Count and Mcp-Param-Flag."""

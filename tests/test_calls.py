@@ -1,0 +1,178 @@
+"""The call runner both transports share (transports/calls.py): window, cancellation, failures, drain.
+
+Driven in memory with a real `Server` whose tools wait on events the test sets,
+so every assertion is about the order of events, never about elapsed time.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import anyio
+import pytest
+
+from conftest import request
+from mcpcore import Call, Server
+from mcpcore.transports.calls import CallRunner, Inbound, Malformed, read_message, take_response
+from mcpcore.wire import INVALID_REQUEST, PARSE_ERROR, RESPONSE
+from memory import MemoryWriter
+
+pytestmark = pytest.mark.anyio
+
+
+class Gate:
+    """A tool `wait(key)` that records its start and blocks until the test opens its gate."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+        self.cancelled: list[str] = []
+        self.gates: dict[str, anyio.Event] = {}
+
+    def open(self, key: str) -> None:
+        self.gates.setdefault(key, anyio.Event()).set()
+
+
+def gated_server() -> tuple[Server, Gate]:
+    server = Server("runner")
+    gate = Gate()
+
+    @server.tool
+    async def wait(key: str) -> str:
+        gate.started.append(key)
+        try:
+            await gate.gates.setdefault(key, anyio.Event()).wait()
+        except anyio.get_cancelled_exc_class():
+            gate.cancelled.append(key)
+            raise
+        return key
+
+    @server.resource("demo://a")
+    def note() -> str:
+        return "a"
+
+    return server, gate
+
+
+def submit(runner: CallRunner, server: Server, key: str, ended: list[str], request_id: Any = None) -> tuple[Call, MemoryWriter]:
+    message = request("tools/call", request_id or key, name="wait", arguments={"key": key})
+    call = Call(message, server.route(message))
+    writer = MemoryWriter("tools/call")
+    runner.submit(call, writer, lambda done: ended.append(done.message["id"]))
+    return call, writer
+
+
+async def test_calls_beyond_the_window_are_held_and_start_in_arrival_order() -> None:
+    server, gate = gated_server()
+    runner = CallRunner(server, max_in_flight=2, grace_period=1)
+    ended: list[str] = []
+    writers = {key: submit(runner, server, key, ended)[1] for key in "abcd"}
+    await anyio.wait_all_tasks_blocked()
+    assert gate.started == ["a", "b"] and runner.holding
+    gate.open("b")
+    await anyio.wait_all_tasks_blocked()
+    assert ended == ["b"] and gate.started == ["a", "b", "c"] and runner.holding
+    gate.open("a")
+    await anyio.wait_all_tasks_blocked()
+    assert gate.started == ["a", "b", "c", "d"] and not runner.holding
+    gate.open("c"), gate.open("d")
+    await anyio.wait_all_tasks_blocked()
+    assert ended == ["b", "a", "c", "d"] and not runner.calls
+    assert all(w.response is not None and w.response["result"]["content"][0]["text"] == k for k, w in writers.items())
+
+
+async def test_an_open_subscription_runs_outside_the_window() -> None:
+    server, gate = gated_server()
+    runner = CallRunner(server, max_in_flight=1, grace_period=1)
+    ended: list[str] = []
+    message = request("subscriptions/listen", "sub", notifications={"resourceSubscriptions": ["demo://a"]})
+    listening = MemoryWriter("subscriptions/listen")
+    runner.submit(Call(message, server.route(message)), listening, lambda done: ended.append("sub"))
+    submit(runner, server, "a", ended)
+    await anyio.wait_all_tasks_blocked()
+    assert gate.started == ["a"] and not runner.holding
+    assert listening.notifications[0]["method"] == "notifications/subscriptions/acknowledged"
+    gate.open("a")
+    server.close_subscriptions()
+    await anyio.wait_all_tasks_blocked()
+    assert sorted(ended) == ["a", "sub"] and listening.response is not None
+
+
+async def test_cancelling_a_held_call_drops_it_without_running_it() -> None:
+    server, gate = gated_server()
+    runner = CallRunner(server, max_in_flight=1, grace_period=1)
+    ended: list[str] = []
+    submit(runner, server, "a", ended)
+    held, held_writer = submit(runner, server, "b", ended)
+    await anyio.wait_all_tasks_blocked()
+    held.cancel()
+    gate.open("a")
+    await anyio.wait_all_tasks_blocked()
+    assert gate.started == ["a"] and sorted(ended) == ["a", "b"] and held_writer.response is None
+
+
+async def test_cancelling_a_running_call_cancels_its_task_and_sends_nothing() -> None:
+    server, gate = gated_server()
+    runner = CallRunner(server, max_in_flight=4, grace_period=1)
+    ended: list[str] = []
+    call, writer = submit(runner, server, "a", ended)
+    await anyio.wait_all_tasks_blocked()
+    call.cancel()
+    await anyio.wait_all_tasks_blocked()
+    assert call.cancelled and gate.cancelled == ["a"] and ended == ["a"] and writer.response is None
+
+
+async def test_a_writer_that_raises_is_logged_and_the_call_ends_unanswered(caplog: pytest.LogCaptureFixture) -> None:
+    server, _ = gated_server()
+    runner = CallRunner(server, max_in_flight=4, grace_period=1)
+    ended: list[Any] = []
+
+    class Broken(MemoryWriter):
+        async def respond(self, message: bytes, error_code: int | None = None) -> None:
+            raise RuntimeError("the connection broke mid-write")
+
+    message = request("resources/read", 9, uri="demo://a")
+    with caplog.at_level(logging.ERROR, logger="mcpcore"):
+        runner.submit(Call(message, server.route(message)), Broken(), lambda done: ended.append(done.message["id"]))
+        await anyio.wait_all_tasks_blocked()
+    assert ended == [9] and not runner.calls
+    (record,) = [r for r in caplog.records if r.name == "mcpcore.transports.calls"]
+    assert record.exc_info is not None and "the connection broke" in str(record.exc_info[1])
+
+
+async def test_drain_ends_subscriptions_lets_calls_finish_then_cancels_the_rest() -> None:
+    server, gate = gated_server()
+    runner = CallRunner(server, max_in_flight=1, grace_period=0.05)
+    ended: list[str] = []
+    message = request("subscriptions/listen", "sub", notifications={"resourceSubscriptions": ["demo://a"]})
+    listening = MemoryWriter("subscriptions/listen")
+    runner.submit(Call(message, server.route(message)), listening, lambda done: ended.append("sub"))
+    submit(runner, server, "slow", ended)
+    submit(runner, server, "held", ended)
+    await anyio.wait_all_tasks_blocked()
+    with anyio.fail_after(10):
+        await runner.drain()
+    assert listening.response is not None and listening.response["result"]["resultType"] == "complete"
+    assert gate.cancelled == ["slow"] and gate.started == ["slow"]
+    assert sorted(ended) == ["held", "slow", "sub"] and not runner.calls and not runner.holding
+
+
+# -- read_message / take_response --------------------------------------------------------------------
+
+
+def test_read_message_classifies_requests_notifications_and_responses() -> None:
+    assert read_message(b'{"jsonrpc":"2.0","id":1,"method":"m"}') == Inbound("request", {"jsonrpc": "2.0", "id": 1, "method": "m"})
+    assert read_message(b'{"jsonrpc":"2.0","method":"n"}').kind == "notification"  # type: ignore[union-attr]
+    assert read_message(b'{"jsonrpc":"2.0","id":1,"result":{}}').kind == RESPONSE  # type: ignore[union-attr]
+
+
+def test_read_message_says_what_is_malformed_with_the_readable_id() -> None:
+    broken = read_message(b"{")
+    assert isinstance(broken, Malformed) and broken.error.code == PARSE_ERROR and broken.request_id is None
+    wrong = read_message(b'{"jsonrpc":"1.0","id":"x","method":"m"}')
+    assert isinstance(wrong, Malformed) and wrong.error.code == INVALID_REQUEST and wrong.request_id == "x"
+
+
+def test_a_response_from_the_client_is_refused_because_no_request_of_ours_waits() -> None:
+    problem = take_response({"jsonrpc": "2.0", "id": 1, "result": {}})
+    assert problem is not None and problem.code == INVALID_REQUEST and "accepts no responses" in problem.message
