@@ -16,6 +16,7 @@ from types import ModuleType
 from typing import Any, Sequence
 
 from . import __version__
+from . import defaults as d
 from .logs import DEFAULT_LEVEL, LEVELS
 from .runner import TRANSPORTS, run, run_workers
 from .server import Server
@@ -86,20 +87,22 @@ def _parser() -> argparse.ArgumentParser:
     runner.add_argument("--transport", choices=TRANSPORTS, default="stdio")
     runner.add_argument("--log-level", choices=LEVELS, default=DEFAULT_LEVEL,
                         help=f"least severe diagnostics written to stderr ({DEFAULT_LEVEL})")
-    runner.add_argument("--max-in-flight", type=int, help="concurrent calls before reading pauses (stdio 128, http 1024)")
-    runner.add_argument("--grace-period", type=float, help="seconds in-flight calls get to finish at shutdown (stdio 2, http 5)")
+    runner.add_argument("--max-in-flight", type=int, help="concurrent calls before reading pauses "
+                        f"(stdio {d.STDIO_MAX_IN_FLIGHT}, http {d.HTTP_MAX_IN_FLIGHT})")
+    runner.add_argument("--grace-period", type=float, help="seconds in-flight calls get to finish at shutdown "
+                        f"(stdio {d.STDIO_GRACE_PERIOD:g}, http {d.HTTP_GRACE_PERIOD:g})")
     stdio = runner.add_argument_group("stdio")
-    stdio.add_argument("--max-line-bytes", type=int, help="largest accepted message line (64 MiB)")
+    stdio.add_argument("--max-line-bytes", type=int, help=f"largest accepted message line ({d.STDIO_MAX_LINE_BYTES // d.MIB} MiB)")
     http = runner.add_argument_group("http")
-    http.add_argument("--host", help="address to bind (127.0.0.1)")
-    http.add_argument("--port", type=int, help="port to bind (8000; 0 picks a free one)")
-    http.add_argument("--path", help="the MCP endpoint path (/mcp)")
+    http.add_argument("--host", help=f"address to bind ({d.HTTP_HOST})")
+    http.add_argument("--port", type=int, help=f"port to bind ({d.HTTP_PORT}; 0 picks a free one)")
+    http.add_argument("--path", help=f"the MCP endpoint path ({d.HTTP_PATH})")
     http.add_argument("--allow-origin", dest="allowed_origins", action="append", metavar="ORIGIN",
                       help="an extra allowed Origin, e.g. https://app.example (repeatable)")
     http.add_argument("--allow-host", dest="allowed_hosts", action="append", metavar="HOST",
                       help="an extra allowed Host name (repeatable)")
-    http.add_argument("--max-body-bytes", type=int, help="largest accepted request body (4 MiB)")
-    http.add_argument("--max-connections", type=int, help="open connections before new ones get 503 (1000)")
+    http.add_argument("--max-body-bytes", type=int, help=f"largest accepted request body ({d.HTTP_MAX_BODY_BYTES // d.MIB} MiB)")
+    http.add_argument("--max-connections", type=int, help=f"open connections before new ones get 503 ({d.HTTP_MAX_CONNECTIONS})")
     http.add_argument("--workers", type=int, default=1, help="worker processes sharing the port (1)")
     http.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)  # set by the worker supervisor
     return parser
@@ -135,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.transport != "http":
             sys.exit("mcpcore: --workers needs --transport http")
         worker_args = _without_option(argv, "--workers")
-        host, port, path = args.host or "127.0.0.1", args.port or 8000, args.path or "/mcp"
+        host, port, path = args.host or d.HTTP_HOST, args.port or d.HTTP_PORT, args.path or d.HTTP_PATH
         sys.exit(run_workers(worker_args, host, port, args.workers, path, args.log_level))
     names = _HTTP_OPTIONS if args.transport == "http" else _STDIO_OPTIONS
     options = {name: getattr(args, name) for name in names if getattr(args, name) is not None}

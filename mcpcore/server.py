@@ -18,7 +18,7 @@ from .dispatch import Dispatcher
 from .prompts import Prompt
 from .protocol import Route
 from .resources import Resource, ResourceTemplate
-from .sealing import Sealer
+from .sealing import DEFAULT_TTL_SECONDS, Sealer
 from .subscriptions import PROMPTS, RESOURCE, RESOURCES, TOOLS, Bus, Change, LocalBus, Subscriptions
 from .tools import Tool
 from .wire import META_SERVER_INFO
@@ -45,7 +45,7 @@ class Server:
         ttl_ms: int = 0,
         cache_scope: str = "private",
         state_keys: Sequence[str | bytes] | None = None,
-        state_ttl_seconds: float = 600,
+        state_ttl_seconds: float = DEFAULT_TTL_SECONDS,
         bus: Bus | None = None,
         max_subscriptions: int = 1000,
         max_subscription_uris: int = 1000,

@@ -26,13 +26,14 @@ import anyio
 import anyio.abc
 import h11
 
+from mcpcore import defaults
 from mcpcore.call import Call
 from mcpcore.server import Server
 from mcpcore.wire import INVALID_REQUEST, REQUEST, McpError, encode_error
 
 from .calls import CallRunner
 from .flow import WriteFlow
-from .httprules import DEFAULT_MAX_BODY_BYTES, Policy, Rejection, check_body, check_head, check_mcp_headers, make_policy
+from .httprules import Policy, Rejection, check_body, check_head, check_mcp_headers, make_policy
 from .httpwriter import JSON_HEADERS, HttpWriter, Timer, response_head
 
 log = logging.getLogger(__name__)
@@ -42,21 +43,20 @@ log = logging.getLogger(__name__)
 class HttpConfig:
     """Every knob of the HTTP transport, with its default."""
 
-    host: str = "127.0.0.1"
-    port: int = 8000
-    path: str = "/mcp"
+    host: str = defaults.HTTP_HOST
+    port: int = defaults.HTTP_PORT
+    path: str = defaults.HTTP_PATH
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-    max_header_bytes: int = 64 * 1024
-    max_connections: int = 1000
-    max_in_flight: int = 1024
-    header_timeout: float = 10.0
-    body_timeout: float = 30.0
-    keep_alive_timeout: float = 30.0
-    sse_keepalive: float = 15.0
-    grace_period: float = 5.0
-    reuse_port: bool = False
+    max_body_bytes: int = defaults.HTTP_MAX_BODY_BYTES
+    max_header_bytes: int = defaults.HTTP_MAX_HEADER_BYTES
+    max_connections: int = defaults.HTTP_MAX_CONNECTIONS
+    max_in_flight: int = defaults.HTTP_MAX_IN_FLIGHT
+    header_timeout: float = defaults.HTTP_HEADER_TIMEOUT
+    body_timeout: float = defaults.HTTP_BODY_TIMEOUT
+    keep_alive_timeout: float = defaults.HTTP_KEEP_ALIVE_TIMEOUT
+    sse_keepalive: float = defaults.HTTP_SSE_KEEPALIVE
+    grace_period: float = defaults.HTTP_GRACE_PERIOD
     listen_fd: int | None = None  # an inherited listening socket (worker processes)
 
 
@@ -353,10 +353,7 @@ class HttpServer:
             inherited = socket.socket(fileno=self.config.listen_fd)
             listener = await loop.create_server(lambda: _Connection(self), sock=inherited, backlog=1024)
         else:
-            listener = await loop.create_server(
-                lambda: _Connection(self), self.config.host, self.config.port,
-                backlog=1024, reuse_port=self.config.reuse_port or None,
-            )
+            listener = await loop.create_server(lambda: _Connection(self), self.config.host, self.config.port, backlog=1024)
         sockets = listener.sockets or []
         self.port = sockets[0].getsockname()[1] if sockets else self.config.port
         self.policy = self._policy(self.port)

@@ -21,13 +21,13 @@ from functools import lru_cache
 from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
+from mcpcore.defaults import HTTP_MAX_BODY_BYTES
 from mcpcore.protocol import Route, http_status
 from mcpcore.wire import HEADER_MISMATCH, INVALID_REQUEST, META_VERSION, RESPONSE, McpError
 
 from .calls import Inbound, Malformed, read_message, take_response
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
-DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 
 SENTINEL_PREFIX, SENTINEL_SUFFIX = "=?base64?", "?="
 _INTEGER = re.compile(r"-?[0-9]+(\.0+)?")  # 42 and 42.0 compare equal; 4_2 or 4e1 never
@@ -61,7 +61,7 @@ class Policy:
     loopback: bool
     allowed_hosts: frozenset[str] = field(default_factory=frozenset)
     allowed_origins: frozenset[str] = field(default_factory=frozenset)
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_body_bytes: int = HTTP_MAX_BODY_BYTES
 
 
 def is_loopback(host: str) -> bool:
@@ -75,7 +75,7 @@ def is_loopback(host: str) -> bool:
 
 def make_policy(
     host: str, port: int, path: str, allowed_hosts: tuple[str, ...] = (), allowed_origins: tuple[str, ...] = (),
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_body_bytes: int = HTTP_MAX_BODY_BYTES,
 ) -> Policy:
     """A policy whose Host/Origin allow-lists start from the bind address."""
     loopback = is_loopback(host)

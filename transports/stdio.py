@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 
 from mcpcore.call import Call
+from mcpcore.defaults import STDIO_GRACE_PERIOD, STDIO_MAX_IN_FLIGHT, STDIO_MAX_LINE_BYTES
 from mcpcore.server import Server
 from mcpcore.wire import INVALID_REQUEST, NOTIFICATION, REQUEST, RESPONSE, McpError, encode_error, is_request_id
 
@@ -31,9 +32,6 @@ from .flow import WriteFlow
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
-DEFAULT_MAX_IN_FLIGHT = 128
-DEFAULT_GRACE_PERIOD = 2.0
 
 
 def claim_stdio() -> tuple[int, int]:
@@ -125,9 +123,9 @@ class StdioSession:
         in_fd: int,
         out_fd: int,
         *,
-        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
-        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-        grace_period: float = DEFAULT_GRACE_PERIOD,
+        max_in_flight: int = STDIO_MAX_IN_FLIGHT,
+        max_line_bytes: int = STDIO_MAX_LINE_BYTES,
+        grace_period: float = STDIO_GRACE_PERIOD,
     ) -> None:
         self.server = server
         self.in_fd, self.out_fd = in_fd, out_fd

@@ -1,0 +1,29 @@
+"""Every default limit and setting of the transports, written once.
+
+The transports' configuration (`HttpConfig`, `StdioSession`), the CLI's help
+and its worker supervisor all read them here, so a default cannot drift
+between the code and what `mcpcore run --help` says.
+"""
+
+from __future__ import annotations
+
+MIB = 1024 * 1024
+
+# stdio
+STDIO_MAX_IN_FLIGHT = 128  # concurrent calls before reading pauses
+STDIO_MAX_LINE_BYTES = 64 * MIB  # longest accepted message line
+STDIO_GRACE_PERIOD = 2.0  # seconds in-flight calls get after stdin closes
+
+# Streamable HTTP
+HTTP_HOST = "127.0.0.1"
+HTTP_PORT = 8000
+HTTP_PATH = "/mcp"
+HTTP_MAX_BODY_BYTES = 4 * MIB
+HTTP_MAX_HEADER_BYTES = 64 * 1024
+HTTP_MAX_CONNECTIONS = 1000  # open connections before new ones get 503
+HTTP_MAX_IN_FLIGHT = 1024  # concurrent calls before new ones wait for a slot
+HTTP_HEADER_TIMEOUT = 10.0  # seconds for a request head to arrive
+HTTP_BODY_TIMEOUT = 30.0  # seconds for a request body to arrive
+HTTP_KEEP_ALIVE_TIMEOUT = 30.0  # seconds an idle keep-alive connection stays open
+HTTP_SSE_KEEPALIVE = 15.0  # seconds of silence before an SSE stream gets a comment line
+HTTP_GRACE_PERIOD = 5.0  # seconds in-flight calls get at shutdown
