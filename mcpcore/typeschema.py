@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
+import operator
+import sys
 import types
 import typing
 from typing import Any, Callable, Literal, Union, is_typeddict
@@ -79,7 +82,7 @@ def _schema(hint: Any, seen: frozenset[Any]) -> dict[str, Any]:
         return {**_schema(hint, seen), "description": description}
     if hint is None:
         hint = type(None)
-    if isinstance(hint, type) or hint is Any:
+    if type(hint) is type or hint is Any:  # not isinstance: on 3.10 `list[X]` passes for a type, unhashable
         primitive = _PRIMITIVES.get(hint)
         if primitive is not None:
             return dict(primitive)
@@ -137,8 +140,39 @@ def _object_schema(
     return schema
 
 
+def _field_hints(owner: Any) -> dict[str, Any]:
+    """`get_type_hints`, with strings inside builtin generics (`list["Node"]`) evaluated too.
+
+    Python 3.11+ does that itself; 3.10 leaves them as strings.
+    """
+    hints = typing.get_type_hints(owner, include_extras=True)
+    if sys.version_info >= (3, 11):
+        return hints
+    namespace = {**vars(sys.modules[owner.__module__]), owner.__name__: owner}
+    return {name: _evaluate_strings(hint, namespace) for name, hint in hints.items()}
+
+
+def _evaluate_strings(hint: Any, namespace: dict[str, Any]) -> Any:
+    if isinstance(hint, str):
+        return eval(hint, namespace)  # what get_type_hints does with the same annotation text
+    origin = typing.get_origin(hint)
+    if origin is Literal:  # its strings are values, not annotations
+        return hint
+    if origin is typing.Annotated:  # its metadata is kept as written
+        return typing.Annotated[(_evaluate_strings(typing.get_args(hint)[0], namespace), *hint.__metadata__)]
+    args = typing.get_args(hint)
+    if not args:
+        return hint
+    resolved = tuple(_evaluate_strings(a, namespace) for a in args)
+    if isinstance(hint, types.GenericAlias):
+        return types.GenericAlias(origin, resolved)
+    if isinstance(hint, types.UnionType):
+        return functools.reduce(operator.or_, resolved)
+    return hint.copy_with(resolved) if hasattr(hint, "copy_with") else hint
+
+
 def _typeddict_fields(hint: Any) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
-    hints = typing.get_type_hints(hint, include_extras=True)
+    hints = _field_hints(hint)
     fields, required = {}, []
     for name, field_hint in hints.items():
         wrapper = typing.get_origin(field_hint)
@@ -154,7 +188,7 @@ def _typeddict_fields(hint: Any) -> tuple[dict[str, Any], list[str], dict[str, A
 
 
 def _dataclass_fields(hint: Any) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
-    hints = typing.get_type_hints(hint, include_extras=True)
+    hints = _field_hints(hint)
     fields, required, defaults = {}, [], {}
     for field in dataclasses.fields(hint):
         if not field.init:

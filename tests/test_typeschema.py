@@ -474,3 +474,20 @@ def test_to_jsonable_leaves_plain_json_and_dataclass_classes_untouched() -> None
 def test_schema_of_dataclass_accepts_its_own_jsonable_form() -> None:
     value = Shape("tri", [Point(0, 0), Point(1, 0)], Point(0, 1), (3, 4))
     assert matches(to_jsonable(value), schema_for(Shape))
+
+
+@dataclass
+class Shelf:
+    books: list["Book"]  # a quoted name inside a builtin generic (3.10's get_type_hints leaves it a string)
+    pinned: Optional[dict[str, "Book"]] = None
+
+
+@dataclass
+class Book:
+    title: str
+
+
+def test_quoted_names_inside_builtin_generics_are_resolved() -> None:
+    schema = schema_for(Shelf)
+    assert schema["properties"]["books"]["items"]["properties"] == {"title": {"type": "string"}}
+    assert schema["properties"]["pinned"]["anyOf"][0]["additionalProperties"]["required"] == ["title"]
