@@ -62,6 +62,14 @@ def submit(runner: CallRunner, server: Server, key: str, ended: list[str], reque
     return call, writer
 
 
+def listen(runner: CallRunner, server: Server, ended: list[str]) -> MemoryWriter:
+    """Open a subscription (id "sub") through the runner."""
+    message = request("subscriptions/listen", "sub", notifications={"resourceSubscriptions": ["demo://a"]})
+    listening = MemoryWriter("subscriptions/listen")
+    runner.submit(Call(message, server.route(message)), listening, lambda done: ended.append("sub"))
+    return listening
+
+
 async def test_calls_beyond_the_window_are_held_and_start_in_arrival_order() -> None:
     server, gate = gated_server()
     runner = CallRunner(server, max_in_flight=2, grace_period=1)
@@ -85,9 +93,7 @@ async def test_an_open_subscription_runs_outside_the_window() -> None:
     server, gate = gated_server()
     runner = CallRunner(server, max_in_flight=1, grace_period=1)
     ended: list[str] = []
-    message = request("subscriptions/listen", "sub", notifications={"resourceSubscriptions": ["demo://a"]})
-    listening = MemoryWriter("subscriptions/listen")
-    runner.submit(Call(message, server.route(message)), listening, lambda done: ended.append("sub"))
+    listening = listen(runner, server, ended)
     submit(runner, server, "a", ended)
     await anyio.wait_all_tasks_blocked()
     assert gate.started == ["a"] and not runner.holding
@@ -144,9 +150,7 @@ async def test_drain_ends_subscriptions_lets_calls_finish_then_cancels_the_rest(
     server, gate = gated_server()
     runner = CallRunner(server, max_in_flight=1, grace_period=0.05)
     ended: list[str] = []
-    message = request("subscriptions/listen", "sub", notifications={"resourceSubscriptions": ["demo://a"]})
-    listening = MemoryWriter("subscriptions/listen")
-    runner.submit(Call(message, server.route(message)), listening, lambda done: ended.append("sub"))
+    listening = listen(runner, server, ended)
     submit(runner, server, "slow", ended)
     submit(runner, server, "held", ended)
     await anyio.wait_all_tasks_blocked()
