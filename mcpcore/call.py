@@ -5,8 +5,8 @@ both in a `Call` with what it knows about the caller (request headers, peer
 address, authenticated principal), and has `server.handle(call, writer)` run
 in a task of its own. The writer decides the framing (a stdio line, a JSON
 body, SSE events); the core only says which bytes are notifications and which
-one is the final response. The dual era adds the negotiated era and session
-here too, as facts of the call.
+one is the final response. A call with a `session` is served on the
+legacy wire that session negotiated.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 if TYPE_CHECKING:
     from .protocol import Route
+    from .session import Session
 
 NO_HEADERS: Mapping[str, str] = MappingProxyType({})
 
@@ -43,6 +44,7 @@ class Call:
     headers: Mapping[str, str] = field(default_factory=lambda: NO_HEADERS)  # HTTP request headers, lower-case names, read-only
     peer: tuple[Any, ...] | None = None  # the HTTP client's socket address; None on stdio
     principal: str | None = None  # the authenticated caller; None until a transport authenticates
+    session: Session | None = None  # the legacy (2025-era) session it belongs to; None on the modern wire
     cancelled: bool = False  # set by `cancel()` only
     task: Cancellable | None = None  # what runs the call, set by the transport's runner
 

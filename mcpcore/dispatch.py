@@ -21,6 +21,7 @@ import orjson
 from .call import Call, Writer
 from .context import LOG_LEVELS, Context
 from .inputs import InputRequired, read_answers
+from .legacy import LegacyDispatcher
 from .protocol import INPUT_METHODS, NAME_FIELDS, REMOVED_METHODS, Route, method_route
 from .sealing import binding
 from .subscriptions import PROMPTS, RESOURCES, TOOLS
@@ -31,8 +32,10 @@ from .wire import (
     META_LOG_LEVEL,
     META_VERSION,
     METHOD_NOT_FOUND,
+    MODERN_VERSIONS,
     SUPPORTED_VERSIONS,
     McpError,
+    ResourceNotFound,
     encode_error,
     encode_raw_result,
     invalid_params,
@@ -45,6 +48,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Route, dict[str, Any], Context], Awaitable["dict[str, Any] | bytes"]]
+_MODERN_ONLY_METHODS = frozenset({"server/discover", "subscriptions/listen"})
 
 
 def _missing_meta(field: str) -> McpError:
@@ -65,7 +69,7 @@ def request_meta(params: dict[str, Any]) -> dict[str, Any]:
         raise _missing_meta(META_VERSION)
     if not isinstance(meta.get(META_CAPABILITIES), dict):
         raise _missing_meta(META_CAPABILITIES)
-    if version not in SUPPORTED_VERSIONS:
+    if version not in MODERN_VERSIONS:
         raise unsupported_version(version)
     level = meta.get(META_LOG_LEVEL)
     if level is not None and level not in LOG_LEVELS:
@@ -93,6 +97,7 @@ class Dispatcher:
             "subscriptions/listen": (self._on_listen, lambda: True),
         }
         self._routes = {method: method_route(method) for method in self._methods}
+        self.legacy = LegacyDispatcher(self)
 
     def forget_discover(self) -> None:
         """What is offered changed: build the discover result again on its next request."""
@@ -111,8 +116,18 @@ class Dispatcher:
                 return tool.route
         return self._routes.get(method) or method_route(method)
 
+    def legacy_handler(self, method: str) -> Handler | None:
+        """The handler of a feature method the legacy wire shares, if the server offers it now."""
+        entry = self._methods.get(method)
+        if entry is None or method in _MODERN_ONLY_METHODS or not entry[1]():
+            return None
+        return entry[0]
+
     async def handle(self, call: Call, writer: Writer) -> None:
         """Answer one request: notifications (if any) then exactly one response."""
+        if call.session is not None:
+            await self.legacy.handle(call, writer)
+            return
         request_id = call.message.get("id")
         code = None
         try:
@@ -136,11 +151,11 @@ class Dispatcher:
         elif not isinstance(params, dict):
             raise invalid_params("params must be a JSON object")
         if method == "initialize":
-            supported = ", ".join(SUPPORTED_VERSIONS)
             raise McpError(
                 METHOD_NOT_FOUND,
-                f"initialize is not used by this server; it speaks protocol versions {supported} "
-                f"with per-request _meta (see server/discover)",
+                "initialize is not used on the stateless wire: this request claims protocol "
+                f"{MODERN_VERSIONS[0]} in _meta; send initialize without that claim to open a "
+                f"2025-era session (versions {', '.join(SUPPORTED_VERSIONS)}; see server/discover)",
                 {"supported": list(SUPPORTED_VERSIONS)},
             )
         meta = request_meta(params)
@@ -245,7 +260,7 @@ class Dispatcher:
                     found = template
                     break
         if found is None or variables is None:
-            raise invalid_params(f"Resource not found: {uri}", {"uri": uri})
+            raise ResourceNotFound(uri)
         hints = found.cache.over(server.cache)
         contents = await found.read(uri, variables, context)
         return {"contents": contents, "ttlMs": hints.ttl_ms, "cacheScope": hints.cache_scope}

@@ -12,13 +12,16 @@ from typing import Any
 import orjson
 
 LATEST_VERSION = "2026-07-28"
-SUPPORTED_VERSIONS = (LATEST_VERSION,)
+MODERN_VERSIONS = (LATEST_VERSION,)  # stateless: per-request _meta
+LEGACY_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")  # negotiated by initialize, newest first
+SUPPORTED_VERSIONS = MODERN_VERSIONS + LEGACY_VERSIONS
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
+RESOURCE_NOT_FOUND = -32002  # legacy (2025-era) code; the modern wire uses -32602
 HEADER_MISMATCH = -32020
 MISSING_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_VERSION = -32022
@@ -50,6 +53,13 @@ class McpError(Exception):
         return error
 
 
+class ResourceNotFound(McpError):
+    """No resource or template matches a URI (-32602 on the modern wire, -32002 on the legacy one)."""
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri})
+
+
 def invalid_params(message: str, data: Any = None) -> McpError:
     return McpError(INVALID_PARAMS, message, data)
 
@@ -64,11 +74,14 @@ def missing_capability(required: dict[str, Any]) -> McpError:
 
 
 def unsupported_version(requested: Any) -> McpError:
-    return McpError(
-        UNSUPPORTED_VERSION,
-        "Unsupported protocol version",
-        {"supported": list(SUPPORTED_VERSIONS), "requested": requested},
-    )
+    """A `_meta` version this server does not serve per request (-32022).
+
+    `supported` lists every version; the legacy ones are served after `initialize`.
+    """
+    message = "Unsupported protocol version"
+    if requested in LEGACY_VERSIONS:
+        message += f"; {requested} is served after an initialize handshake, not with per-request _meta"
+    return McpError(UNSUPPORTED_VERSION, message, {"supported": list(SUPPORTED_VERSIONS), "requested": requested})
 
 
 def is_request_id(value: Any) -> bool:

@@ -12,6 +12,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 VERSION = "2026-07-28"
+LEGACY_VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
+ALL_VERSIONS = [VERSION, *LEGACY_VERSIONS]  # what discover and -32022 list
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import base64
 
 import pytest
 
-from conftest import VERSION, meta, request
+from conftest import ALL_VERSIONS, VERSION, meta, request
 from memory import error_of, exchange, result_of
 from mcpcore import Server
 from wire_schema import validator
@@ -101,13 +101,14 @@ async def test_unsupported_version_is_rejected_with_the_supported_list_and_the_r
     assert response["id"] == 9
     error = response["error"]
     assert error["code"] == -32022
-    assert error["data"] == {"supported": ["2026-07-28"], "requested": "2025-11-25"}
+    assert error["data"] == {"supported": ALL_VERSIONS, "requested": "2025-11-25"}
+    assert "after an initialize handshake" in error["message"]
 
 
 async def test_unsupported_version_is_rejected_even_for_server_discover() -> None:
     error = await error_of(tool_server(), request("server/discover", _meta=meta(**{VERSION_KEY: "1900-01-01"})))
     assert error["code"] == -32022
-    assert error["data"]["supported"] == ["2026-07-28"]
+    assert error["data"]["supported"] == ALL_VERSIONS
     assert error["data"]["requested"] == "1900-01-01"
 
 
@@ -155,13 +156,13 @@ async def test_initialize_is_method_not_found_naming_the_supported_versions() ->
     error = await error_of(tool_server(), message)
     assert error["code"] == -32601
     assert "2026-07-28" in error["message"]
-    assert error["data"] == {"supported": ["2026-07-28"]}
+    assert error["data"] == {"supported": ALL_VERSIONS}
 
 
 async def test_initialize_with_modern_meta_is_still_method_not_found() -> None:
     error = await error_of(tool_server(), request("initialize"))
     assert error["code"] == -32601
-    assert error["data"] == {"supported": [VERSION]}
+    assert error["data"] == {"supported": ALL_VERSIONS}
 
 
 @pytest.mark.parametrize(
@@ -219,7 +220,7 @@ async def test_discover_on_an_empty_server_lists_versions_and_only_logging() -> 
     result = await result_of(Server("bare", version="9.9.9"), request("server/discover"))
     strict("DiscoverResult", result)
     assert result["resultType"] == "complete"
-    assert result["supportedVersions"] == ["2026-07-28"]
+    assert result["supportedVersions"] == ALL_VERSIONS
     assert result["capabilities"] == {"logging": {}}
     assert "instructions" not in result
     assert result["ttlMs"] == 0

@@ -9,7 +9,7 @@ import anyio
 import orjson
 import pytest
 
-from conftest import ROOT, meta, request
+from conftest import ALL_VERSIONS, ROOT, meta, request
 from stdio_client import SERVE_ECHO, serve
 
 pytestmark = pytest.mark.anyio
@@ -21,7 +21,7 @@ async def test_discover_list_and_call_over_real_pipes() -> None:
     async with serve() as client:
         with anyio.fail_after(10):
             discover = await client.call("server/discover", 1)
-            assert discover["result"]["supportedVersions"] == ["2026-07-28"]
+            assert discover["result"]["supportedVersions"] == ALL_VERSIONS
             assert set(discover["result"]["capabilities"]) >= {"tools", "resources", "prompts"}
             tools = await client.call("tools/list", 2)
             assert [t["name"] for t in tools["result"]["tools"]] == ["echo", "progress"]
@@ -232,7 +232,7 @@ def test_regular_files_work_as_stdin_and_stdout(tmp_path) -> None:
         finished = subprocess.run(SERVE_ECHO, stdin=stdin, stdout=stdout, timeout=30)
     assert finished.returncode == 0
     replies = {m["id"]: m for m in map(orjson.loads, answers.read_bytes().splitlines())}
-    assert replies[1]["result"]["supportedVersions"] == ["2026-07-28"]
+    assert replies[1]["result"]["supportedVersions"] == ALL_VERSIONS
     assert replies[2]["result"]["content"][0]["text"] == "from a file"
 
 

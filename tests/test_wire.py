@@ -7,6 +7,7 @@ from typing import Any
 import orjson
 import pytest
 
+from conftest import ALL_VERSIONS
 from mcpcore.wire import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -169,12 +170,12 @@ def test_unsupported_version_lists_supported_and_echoes_requested() -> None:
     error = unsupported_version("1999-01-01")
     assert error.code == UNSUPPORTED_VERSION == -32022
     assert error.message == "Unsupported protocol version"
-    assert error.data == {"supported": [LATEST_VERSION], "requested": "1999-01-01"}
+    assert error.data == {"supported": ALL_VERSIONS, "requested": "1999-01-01"}
 
 
 def test_unsupported_version_keeps_a_missing_requested_version_as_null() -> None:
     encoded = orjson.loads(encode_error(1, unsupported_version(None)))
-    assert encoded["error"]["data"] == {"supported": ["2026-07-28"], "requested": None}
+    assert encoded["error"]["data"] == {"supported": ALL_VERSIONS, "requested": None}
 
 
 def test_invalid_params_has_code_32602() -> None:

@@ -1,0 +1,204 @@
+"""The legacy (2025-era) wire: the same app served to clients that open with `initialize`.
+
+`LegacyDispatcher.handle` answers a request of a `Session`: `initialize`
+negotiates (a supported version answers with itself, an unknown one with the
+newest legacy version), then only `ping` is served until
+`notifications/initialized`; after that `ping`, `logging/setLevel`,
+`resources/subscribe`/`unsubscribe` and every feature method the modern
+dispatcher has, run by the same handlers. Results follow the negotiated
+version's schema: no `resultType`, cache hints or serverInfo stamp, no
+structured output or output schemas before 2025-06-18, `-32002` for an unknown
+resource. A handler's `InputRequired` becomes real server-to-client requests
+on the call's stream; the answers re-enter the handler with its state in the
+clear. `Context` reads the session where the modern wire reads `_meta`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from .call import Call, Writer
+from .context import LOG_LEVELS, Context
+from .inputs import InputRequired, read_answers
+from .protocol import INPUT_METHODS, Route
+from .session import Session
+from .subscriptions import PROMPTS, RESOURCES, TOOLS
+from .wire import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    LEGACY_VERSIONS,
+    META_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_LOG_LEVEL,
+    META_VERSION,
+    METHOD_NOT_FOUND,
+    RESOURCE_NOT_FOUND,
+    McpError,
+    ResourceNotFound,
+    encode_error,
+    encode_raw_result,
+    invalid_params,
+)
+
+if TYPE_CHECKING:
+    from .dispatch import Dispatcher, Handler
+
+log = logging.getLogger(__name__)
+
+MAX_INPUT_ROUNDS = 8  # server-to-client request rounds one call may take
+INPUT_TIMEOUT = 300.0  # seconds the client has to answer one server-to-client request
+# Result fields the 2025-era schemas do not have.
+_MODERN_ONLY = ("resultType", "ttlMs", "cacheScope", "_meta")
+# What versions before 2025-06-18 lack (structured tool output).
+_STRUCTURED = ("structuredContent",)
+
+
+def negotiate(requested: Any) -> str:
+    """The version to answer `initialize` with: the requested one if supported, else the newest."""
+    return requested if requested in LEGACY_VERSIONS else LEGACY_VERSIONS[0]
+
+
+def has_structured_output(version: str) -> bool:
+    return version >= "2025-06-18"
+
+
+def legacy_result(result: dict[str, Any], version: str) -> dict[str, Any]:
+    """A result as the negotiated version's schema has it."""
+    dropped = _MODERN_ONLY if has_structured_output(version) else _MODERN_ONLY + _STRUCTURED
+    return {key: value for key, value in result.items() if key not in dropped}
+
+
+class LegacyDispatcher:
+    """Answers the requests of legacy sessions with the modern dispatcher's method handlers."""
+
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self.dispatcher = dispatcher
+        self.server = dispatcher.server
+
+    async def handle(self, call: Call, writer: Writer) -> None:
+        request_id = call.message.get("id")
+        code = None
+        try:
+            response = encode_raw_result(request_id, orjson.dumps(await self._dispatch(call, writer)))
+        except McpError as error:
+            code, response = error.code, encode_error(request_id, error)
+        except Exception:
+            log.exception("internal error answering legacy %s request %r", call.message.get("method"), request_id)
+            code, response = INTERNAL_ERROR, encode_error(request_id, McpError(INTERNAL_ERROR, "Internal error"))
+        if not call.cancelled:
+            await writer.respond(response, code)
+
+    async def _dispatch(self, call: Call, writer: Writer) -> dict[str, Any]:
+        session = call.session
+        assert session is not None
+        method = call.message["method"]
+        params = call.message.get("params")
+        if params is None:
+            params = {}
+        elif not isinstance(params, dict):
+            raise invalid_params("params must be a JSON object")
+        if method == "initialize":
+            return self._initialize(session, params)
+        if not session.negotiated:
+            raise McpError(INVALID_REQUEST, f"{method} before initialize: open the session with initialize first")
+        if method == "ping":
+            return {}
+        if not session.initialized:
+            raise McpError(
+                INVALID_REQUEST,
+                f"{method} before notifications/initialized: until the client sends it, only ping is served",
+            )
+        if method == "logging/setLevel":
+            level = params.get("level")
+            if level not in LOG_LEVELS:
+                raise invalid_params(f"Unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
+            session.log_level = level
+            return {}
+        if method in ("resources/subscribe", "resources/unsubscribe"):
+            uri = params.get("uri")
+            if not isinstance(uri, str):
+                raise invalid_params(f'{method} needs a string "uri"')
+            if not self.server.has_resources():
+                raise McpError(METHOD_NOT_FOUND, f"Method not found: {method!r}; this server offers no resources")
+            session.subscribe(uri, follow=method == "resources/subscribe")
+            return {}
+        handler = self.dispatcher.legacy_handler(method)
+        if handler is None:
+            raise McpError(METHOD_NOT_FOUND, f"Method not found: {method!r}")
+        route = call.route or self.dispatcher.route(call.message)
+        context = Context(call, writer, _session_meta(session, params))
+        try:
+            if method in INPUT_METHODS:
+                result = await self._with_requests(handler, route, params, context, session, writer)
+            else:
+                result = await handler(route, params, context)
+        except ResourceNotFound as missing:
+            raise McpError(RESOURCE_NOT_FOUND, missing.message, missing.data) from None
+        if isinstance(result, bytes):  # a cached modern page: read back for this wire
+            result = orjson.loads(result)
+        version: str = session.version  # type: ignore[assignment]
+        if method == "tools/list" and not has_structured_output(version):
+            result["tools"] = [{k: v for k, v in tool.items() if k != "outputSchema"} for tool in result["tools"]]
+        return legacy_result(result, version)
+
+    def _initialize(self, session: Session, params: dict[str, Any]) -> dict[str, Any]:
+        if session.negotiated:
+            raise McpError(INVALID_REQUEST, "This session is already initialized; a second initialize is refused")
+        requested = params.get("protocolVersion")
+        if not isinstance(requested, str):
+            raise invalid_params('initialize needs a string "protocolVersion"')
+        if not isinstance(params.get("capabilities", {}), dict):
+            raise invalid_params('initialize "capabilities" must be an object')
+        server = self.server
+        version = negotiate(requested)
+        offered = {TOOLS: server.has_tools(), PROMPTS: server.has_prompts(), RESOURCES: server.has_resources()}
+        session.open(version, params, offered, server.bus)
+        result: dict[str, Any] = {
+            "protocolVersion": version,
+            "capabilities": server.capabilities(),
+            "serverInfo": {"name": server.name, "version": server.version},
+        }
+        if server.instructions:
+            result["instructions"] = server.instructions
+        return result
+
+    async def _with_requests(
+        self, handler: Handler, route: Route, params: dict[str, Any], context: Context, session: Session, writer: Writer
+    ) -> dict[str, Any] | bytes:
+        """Run a handler; each `InputRequired` it raises becomes requests to the client, answered in turn."""
+        for _ in range(MAX_INPUT_ROUNDS):
+            try:
+                return await handler(route, params, context)
+            except InputRequired as ask:
+                _, payload = ask.result(context.client_capabilities)  # -32021 unless declared
+                raw = {}
+                for name, request in ask.requests.items():
+                    wire = request.to_request()
+                    wire_params = _for_version(wire.get("params"), session.version)  # type: ignore[arg-type]
+                    raw[name] = await session.request(wire["method"], wire_params, writer, INPUT_TIMEOUT)
+                context.answers = read_answers(raw, payload["asked"])
+                context.state = payload["state"]
+        raise McpError(INVALID_REQUEST, f"Gave up after {MAX_INPUT_ROUNDS} rounds of questions to the client")
+
+
+def _for_version(params: dict[str, Any] | None, version: str) -> dict[str, Any] | None:
+    """Request params as the negotiated version has them (no elicitation `mode` before 2025-11-25)."""
+    if params is not None and version < "2025-11-25" and params.get("mode") == "form":
+        params = {key: value for key, value in params.items() if key != "mode"}
+    return params
+
+
+def _session_meta(session: Session, params: dict[str, Any]) -> dict[str, Any]:
+    """What `Context` reads from `_meta` on the modern wire, taken from the session."""
+    meta: dict[str, Any] = {META_VERSION: session.version, META_CAPABILITIES: session.capabilities}
+    if session.client_info:
+        meta[META_CLIENT_INFO] = session.client_info
+    if session.log_level is not None:
+        meta[META_LOG_LEVEL] = session.log_level
+    request_meta = params.get("_meta")
+    if isinstance(request_meta, dict):
+        meta.update({k: v for k, v in request_meta.items() if k not in meta})
+    return meta

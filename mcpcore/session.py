@@ -1,0 +1,190 @@
+"""Legacy (2025-era) sessions: what `initialize` negotiated, and the way back to the client.
+
+A `Session` is made by a transport for a client that opens with `initialize`
+(over stdio, one for the process; over HTTP, one per `Mcp-Session-Id`). It
+holds the negotiated version, the client's info and capabilities, the log
+level set by `logging/setLevel`, and the resource URIs it subscribed to (a bus
+`Subscriber`, so list changes and resource updates reach it like any
+subscription). Server-to-client requests (`elicitation/create`,
+`sampling/createMessage`, `roots/list`) go out through the writer of the call
+that asks, and the client's responses come back through `deliver`.
+`Sessions` is the HTTP transport's bounded registry with idle expiry.
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+from typing import Any, Callable, Iterator
+
+import anyio
+import orjson
+
+from .call import Call, Writer
+from .subscriptions import PROMPTS, RESOURCES, TOOLS, Bus, Filter, Subscriber
+from .wire import INVALID_REQUEST, McpError, is_request_id
+
+_CLIENT_REQUEST_IDS = itertools.count(1)
+
+
+class _Pending:
+    """One server-to-client request waiting for the client's response."""
+
+    __slots__ = ("done", "response")
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.response: dict[str, Any] | None = None
+
+
+class Session:
+    """One legacy client: negotiated at `initialize`, served until it ends."""
+
+    def __init__(self, session_id: str | None = None, principal: str | None = None) -> None:
+        self.id = session_id
+        self.principal = principal
+        self.version: str | None = None  # set by a successful initialize
+        self.client_info: dict[str, Any] = {}
+        self.capabilities: dict[str, Any] = {}
+        self.initialized = False  # notifications/initialized arrived
+        self.log_level: str | None = None
+        self.closed = False
+        self.calls: dict[Any, Call] = {}  # its requests in flight, by id (for notifications/cancelled)
+        self.changes = Subscriber(Filter(frozenset(), frozenset()))  # list changes and subscribed URIs
+        self._pending: dict[str, _Pending] = {}
+        self._bus: Bus | None = None
+        self.last_seen = 0.0
+
+    @property
+    def negotiated(self) -> bool:
+        return self.version is not None
+
+    def open(self, version: str, params: dict[str, Any], offered: dict[str, bool], bus: Bus) -> None:
+        """Record what `initialize` negotiated; changes of what is offered follow from now on."""
+        self.version = version
+        info, capabilities = params.get("clientInfo"), params.get("capabilities")
+        self.client_info = info if isinstance(info, dict) else {}
+        self.capabilities = capabilities if isinstance(capabilities, dict) else {}
+        kinds = frozenset(kind for kind in (TOOLS, PROMPTS, RESOURCES) if offered.get(kind))
+        self.changes.filter = Filter(kinds, frozenset())
+        self._bus = bus
+        bus.attach(self.changes)
+
+    def subscribe(self, uri: str, follow: bool) -> None:
+        """Follow (or stop following) `notifications/resources/updated` for `uri`."""
+        uris = self.changes.filter.uris | {uri} if follow else self.changes.filter.uris - {uri}
+        self.changes.filter = Filter(self.changes.filter.kinds, frozenset(uris))
+
+    def close(self) -> None:
+        """The session ended: cancel its calls, wake whoever waits on it."""
+        self.closed = True
+        self.changes.close()
+        if self._bus is not None:
+            self._bus.detach(self.changes)
+        for call in list(self.calls.values()):
+            call.cancel()
+        for pending in self._pending.values():
+            pending.done.set()
+
+    # -- server-to-client requests ------------------------------------------
+
+    async def request(self, method: str, params: dict[str, Any] | None, writer: Writer, timeout: float) -> dict[str, Any]:
+        """Send a request to the client on `writer` and wait for its result (McpError for an error)."""
+        request_id = f"mcpcore-{next(_CLIENT_REQUEST_IDS)}"
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        pending = self._pending[request_id] = _Pending()
+        try:
+            await writer.notify(orjson.dumps(message))
+            with anyio.fail_after(timeout):
+                await pending.done.wait()
+        except TimeoutError:
+            await writer.notify(_cancelled(request_id, f"no answer within {timeout:g} s"))
+            raise McpError(INVALID_REQUEST, f"The client did not answer {method} within {timeout:g} s") from None
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await writer.notify(_cancelled(request_id, "the request that asked was cancelled"))
+            raise
+        finally:
+            del self._pending[request_id]
+        response = pending.response
+        if response is None:
+            raise McpError(INVALID_REQUEST, f"The session ended before the client answered {method}")
+        if "error" in response:
+            error = response["error"] if isinstance(response["error"], dict) else {}
+            code = error.get("code")
+            raise McpError(code if isinstance(code, int) else INVALID_REQUEST, f"The client refused {method}: {error.get('message', '')}")
+        result = response.get("result")
+        return result if isinstance(result, dict) else {}
+
+    def deliver(self, response: dict[str, Any]) -> bool:
+        """A response from the client: True when a request of ours was waiting for it."""
+        request_id = response.get("id")
+        pending = self._pending.get(request_id) if is_request_id(request_id) else None
+        if pending is None or pending.done.is_set():
+            return False
+        pending.response = response
+        pending.done.set()
+        return True
+
+
+def _cancelled(request_id: str, reason: str) -> bytes:
+    params = {"requestId": request_id, "reason": reason}
+    return orjson.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params})
+
+
+def new_session_id() -> str:
+    """A cryptographically random id of visible ASCII (URL-safe base64)."""
+    return secrets.token_urlsafe(24)
+
+
+class Sessions:
+    """The live sessions of one HTTP endpoint: bounded in number, expired when idle."""
+
+    def __init__(self, limit: int, idle_timeout: float, clock: Callable[[], float]) -> None:
+        self.limit = limit
+        self.idle_timeout = idle_timeout
+        self.clock = clock
+        self._live: dict[str, Session] = {}
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def __iter__(self) -> Iterator[Session]:
+        return iter(list(self._live.values()))
+
+    def add(self, session: Session) -> None:
+        """Register a session that just negotiated (-32600 when the registry is full)."""
+        self.expire()
+        if len(self._live) >= self.limit:
+            raise McpError(INVALID_REQUEST, f"Too many open sessions (limit {self.limit}); retry later or end one with DELETE")
+        assert session.id is not None
+        session.last_seen = self.clock()
+        self._live[session.id] = session
+
+    def get(self, session_id: str) -> Session | None:
+        """The live session with this id (its idle clock restarts), or None."""
+        session = self._live.get(session_id)
+        if session is not None:
+            if self.clock() - session.last_seen > self.idle_timeout and not session.calls:
+                self.end(session)
+                return None
+            session.last_seen = self.clock()
+        return session
+
+    def end(self, session: Session) -> None:
+        if session.id is not None and self._live.get(session.id) is session:
+            del self._live[session.id]
+        session.close()
+
+    def expire(self) -> None:
+        """End the sessions idle for longer than `idle_timeout` (none with a call in flight)."""
+        now = self.clock()
+        for session in list(self._live.values()):
+            if now - session.last_seen > self.idle_timeout and not session.calls:
+                self.end(session)
+
+    def end_all(self) -> None:
+        for session in list(self._live.values()):
+            self.end(session)
