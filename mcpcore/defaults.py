@@ -27,3 +27,5 @@ HTTP_BODY_TIMEOUT = 30.0  # seconds for a request body to arrive
 HTTP_KEEP_ALIVE_TIMEOUT = 30.0  # seconds an idle keep-alive connection stays open
 HTTP_SSE_KEEPALIVE = 15.0  # seconds of silence before an SSE stream gets a comment line
 HTTP_GRACE_PERIOD = 5.0  # seconds in-flight calls get at shutdown
+HTTP_MAX_SESSIONS = 1000  # live 2025-era sessions before initialize is refused
+HTTP_SESSION_IDLE_TIMEOUT = 1800.0  # seconds a 2025-era session lives without a request

@@ -78,6 +78,14 @@ class LegacyDispatcher:
         self.dispatcher = dispatcher
         self.server = dispatcher.server
 
+    def notified(self, session: Session, message: dict[str, Any]) -> None:
+        """A notification from a legacy client (cancellation is the transport's: it knows the calls)."""
+        method = message["method"]
+        if method == "notifications/initialized":
+            session.initialized = session.negotiated
+        elif method not in ("notifications/cancelled", "notifications/roots/list_changed", "notifications/progress"):
+            log.debug("ignored a %s notification from a legacy client", method)
+
     async def handle(self, call: Call, writer: Writer) -> None:
         request_id = call.message.get("id")
         code = None

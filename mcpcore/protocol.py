@@ -20,6 +20,7 @@ from .wire import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
+    META_VERSION,
     METHOD_NOT_FOUND,
     MISSING_CLIENT_CAPABILITY,
     PARSE_ERROR,
@@ -71,6 +72,17 @@ class Route:
     header_params: tuple[HeaderParam, ...] = ()  # `Mcp-Param-*` headers and the arguments they mirror
     long_lived: bool = False  # stays open until the server ends it (subscriptions/listen)
     target: Any = None  # the tool a tools/call names, resolved once (None: unknown)
+
+
+def claims_modern(message: dict[str, Any]) -> bool:
+    """Whether a request or notification says in its `_meta` which protocol version it speaks.
+
+    Only the stateless wire carries the version per request, so such a message is
+    served statelessly whatever else it says (a legacy client never sends it).
+    """
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and META_VERSION in meta
 
 
 def method_route(method: str) -> Route:

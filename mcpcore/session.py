@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import itertools
 import secrets
-from typing import Any, Callable, Iterator
+from typing import Any, Awaitable, Callable, Iterator
 
 import anyio
 import orjson
 
 from .call import Call, Writer
-from .subscriptions import PROMPTS, RESOURCES, TOOLS, Bus, Filter, Subscriber
-from .wire import INVALID_REQUEST, McpError, is_request_id
+from .subscriptions import METHODS, PROMPTS, RESOURCES, TOOLS, Bus, Filter, Subscriber
+from .wire import INVALID_REQUEST, McpError, encode_notification, is_request_id
 
 _CLIENT_REQUEST_IDS = itertools.count(1)
 
@@ -40,15 +40,22 @@ class _Pending:
 class Session:
     """One legacy client: negotiated at `initialize`, served until it ends."""
 
-    def __init__(self, session_id: str | None = None, principal: str | None = None) -> None:
+    def __init__(
+        self, session_id: str | None = None, principal: str | None = None,
+        outbox: Callable[[bytes], Awaitable[None]] | None = None,
+    ) -> None:
         self.id = session_id
         self.principal = principal
+        # Where the session's own messages go (a cancelled call's writer sends nothing more);
+        # None: the asking call's writer.
+        self.outbox = outbox
         self.version: str | None = None  # set by a successful initialize
         self.client_info: dict[str, Any] = {}
         self.capabilities: dict[str, Any] = {}
         self.initialized = False  # notifications/initialized arrived
         self.log_level: str | None = None
         self.closed = False
+        self.streaming = False  # its standalone stream (HTTP GET) is open
         self.calls: dict[Any, Call] = {}  # its requests in flight, by id (for notifications/cancelled)
         self.changes = Subscriber(Filter(frozenset(), frozenset()))  # list changes and subscribed URIs
         self._pending: dict[str, _Pending] = {}
@@ -86,6 +93,12 @@ class Session:
         for pending in self._pending.values():
             pending.done.set()
 
+    async def forward(self, send: Callable[[bytes], Awaitable[None]]) -> None:
+        """Send list changes and updates of subscribed resources until the session ends."""
+        while (changes := await self.changes.next()) is not None:
+            for change in changes:
+                await send(encode_notification(METHODS[change.kind], {"uri": change.uri} if change.uri else {}))
+
     # -- server-to-client requests ------------------------------------------
 
     async def request(self, method: str, params: dict[str, Any] | None, writer: Writer, timeout: float) -> dict[str, Any]:
@@ -95,16 +108,17 @@ class Session:
         if params is not None:
             message["params"] = params
         pending = self._pending[request_id] = _Pending()
+        tell = self.outbox or writer.notify
         try:
             await writer.notify(orjson.dumps(message))
             with anyio.fail_after(timeout):
                 await pending.done.wait()
         except TimeoutError:
-            await writer.notify(_cancelled(request_id, f"no answer within {timeout:g} s"))
+            await tell(_cancelled(request_id, f"no answer within {timeout:g} s"))
             raise McpError(INVALID_REQUEST, f"The client did not answer {method} within {timeout:g} s") from None
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
-                await writer.notify(_cancelled(request_id, "the request that asked was cancelled"))
+                await tell(_cancelled(request_id, "the request that asked was cancelled"))
             raise
         finally:
             del self._pending[request_id]
@@ -147,6 +161,7 @@ class Sessions:
         self.idle_timeout = idle_timeout
         self.clock = clock
         self._live: dict[str, Session] = {}
+        self._reserved = 0  # places held for sessions being initialized
 
     def __len__(self) -> int:
         return len(self._live)
@@ -154,12 +169,25 @@ class Sessions:
     def __iter__(self) -> Iterator[Session]:
         return iter(list(self._live.values()))
 
-    def add(self, session: Session) -> None:
-        """Register a session that just negotiated (-32600 when the registry is full)."""
+    def reserve(self) -> None:
+        """Hold a place for a session being initialized (-32600 when every place is taken).
+
+        Reserved places count against the limit, so concurrent `initialize` requests
+        cannot overshoot it; `add` or `release` gives the place back.
+        """
         self.expire()
-        if len(self._live) >= self.limit:
+        if len(self._live) + self._reserved >= self.limit:
             raise McpError(INVALID_REQUEST, f"Too many open sessions (limit {self.limit}); retry later or end one with DELETE")
-        assert session.id is not None
+        self._reserved += 1
+
+    def release(self) -> None:
+        """An initialize that held a place failed."""
+        self._reserved -= 1
+
+    def add(self, session: Session) -> None:
+        """Register a session that just negotiated, in the place `reserve` held for it."""
+        assert session.id is not None and self._reserved > 0
+        self._reserved -= 1
         session.last_seen = self.clock()
         self._live[session.id] = session
 

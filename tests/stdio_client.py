@@ -7,21 +7,22 @@ notifications are kept per request id (progress token) and in arrival order.
 from __future__ import annotations
 
 import sys
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import anyio
 import anyio.abc
 import orjson
 
 from conftest import ROOT, request
-from wire_schema import check
+from wire_schema import check, check_legacy
 
 SERVE_ECHO = [sys.executable, "-m", "mcpcore", "run", str(ROOT / "examples" / "echo_server.py")]
 
 
 class StdioClient:
-    def __init__(self, process: anyio.abc.Process) -> None:
+    def __init__(self, process: anyio.abc.Process, checker: Callable[[Any, str | None], Any] = check) -> None:
         self.process = process
+        self.check = checker
         self._buffer = b""
         self.received: list[dict[str, Any]] = []
         self.methods: dict[Any, str] = {}
@@ -42,7 +43,7 @@ class StdioClient:
             self._buffer += await self.process.stdout.receive()
         line, self._buffer = self._buffer.split(b"\n", 1)
         message = orjson.loads(line)
-        check(message, self.methods.get(message.get("id")))
+        self.check(message, self.methods.get(message.get("id")))
         self.received.append(message)
         return message
 
@@ -70,13 +71,14 @@ class serve:
     The server's stderr is inherited (pytest shows it on failure) unless given.
     """
 
-    def __init__(self, command: Sequence[str] = SERVE_ECHO, stderr: int | None = None) -> None:
+    def __init__(self, command: Sequence[str] = SERVE_ECHO, stderr: int | None = None, legacy: bool = False) -> None:
         self.command = list(command)
         self.stderr = stderr
+        self.checker = check_legacy if legacy else check
 
     async def __aenter__(self) -> StdioClient:
         self._process = await anyio.open_process(self.command, stderr=self.stderr, cwd=ROOT)
-        return StdioClient(self._process)
+        return StdioClient(self._process, self.checker)
 
     async def __aexit__(self, *exc: object) -> None:
         if self._process.returncode is None:

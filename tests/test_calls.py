@@ -14,6 +14,7 @@ import pytest
 
 from conftest import request
 from mcpcore import Call, Server
+from mcpcore.session import Session
 from mcpcore.transports.calls import CallRunner, Inbound, Malformed, read_message, take_response
 from mcpcore.wire import INVALID_REQUEST, PARSE_ERROR, RESPONSE
 from memory import MemoryWriter
@@ -177,6 +178,11 @@ def test_read_message_says_what_is_malformed_with_the_readable_id() -> None:
     assert isinstance(wrong, Malformed) and wrong.error.code == INVALID_REQUEST and wrong.request_id == "x"
 
 
-def test_a_response_from_the_client_is_refused_because_no_request_of_ours_waits() -> None:
-    problem = take_response({"jsonrpc": "2.0", "id": 1, "result": {}})
+def test_a_response_on_the_stateless_wire_is_refused_because_no_request_of_ours_waits() -> None:
+    problem = take_response({"jsonrpc": "2.0", "id": 1, "result": {}}, None)
     assert problem is not None and problem.code == INVALID_REQUEST and "accepts no responses" in problem.message
+
+
+def test_a_response_to_a_session_is_delivered_only_to_a_request_waiting_for_it() -> None:
+    problem = take_response({"jsonrpc": "2.0", "id": "mcpcore-unknown", "result": {}}, Session("s"))
+    assert problem is not None and "no request of this server is waiting" in problem.message.lower()

@@ -102,21 +102,23 @@ async def test_wrong_path_is_404(server) -> None:
 
 
 @pytest.mark.parametrize("method", ["GET", "DELETE"])
-async def test_get_and_delete_are_405_with_allow_post(server, method: str) -> None:
+@pytest.mark.parametrize(("version", "words"), [(VERSION, "2025-era sessions"), (None, "Mcp-Session-Id header is required")])
+async def test_get_and_delete_without_a_session_are_400(server, method: str, version: str | None, words: str) -> None:
+    headers = {"accept": "text/event-stream", **({"mcp-protocol-version": version} if version else {})}
     async with running(server) as http, HttpClient.connect(http) as client:
         with anyio.fail_after(LIMIT):
-            await client.send_request(method, "/mcp", {"accept": "text/event-stream", "mcp-protocol-version": VERSION})
+            await client.send_request(method, "/mcp", headers)
             reply = await client.read_reply()
-        error_of(reply, 405, -32600)
-        assert reply.headers["allow"] == "POST"
+        error = error_of(reply, 400, -32600)
+        assert words in error["message"]
 
 
-async def test_a_405_to_a_bodyless_get_keeps_the_connection_usable(server) -> None:
+async def test_a_400_to_a_bodyless_get_keeps_the_connection_usable(server) -> None:
     async with running(server) as http, HttpClient.connect(http) as client:
         with anyio.fail_after(LIMIT):
             await client.send_request("GET", "/mcp", {"accept": "text/event-stream"})
             reply = await client.read_reply()
-            assert reply.status == 405 and reply.headers.get("connection") != "close"
+            assert reply.status == 400 and reply.headers.get("connection") != "close"
             reply = await client.post(echo(2))
         assert reply.status == 200 and reply.json["id"] == 2
 

@@ -76,11 +76,17 @@ def test_wrong_path_wins_over_wrong_method() -> None:
     rejected(check_head(LOCAL, "GET", "/nope", head()), 404)
 
 
-@pytest.mark.parametrize("method", ["GET", "DELETE", "PUT", "PATCH", "HEAD", "OPTIONS"])
-def test_other_methods_are_405_with_allow_post(method: str) -> None:
+@pytest.mark.parametrize("method", ["PUT", "PATCH", "HEAD", "OPTIONS"])
+def test_other_methods_are_405_with_allow_get_post_delete(method: str) -> None:
     rejection = rejected(check_head(LOCAL, method, "/mcp", head()), 405)
-    assert rejection.headers == (("allow", "POST"),)
+    assert rejection.headers == (("allow", "GET, POST, DELETE"),)
     assert rejection.request_id is None
+
+
+def test_get_needs_to_accept_an_event_stream_and_delete_needs_nothing_more() -> None:
+    assert check_head(LOCAL, "GET", "/mcp", head(accept="text/event-stream", content_type=None)) is None
+    rejected(check_head(LOCAL, "GET", "/mcp", head(accept="application/json")), 406)
+    assert check_head(LOCAL, "DELETE", "/mcp", head(accept=None, content_type=None)) is None
 
 
 # -- check_head: Origin -----------------------------------------------------------

@@ -75,10 +75,14 @@ async def writer_in(state: WriterState) -> tuple[HttpWriter, FakeLink]:
 
 
 async def take(writer: HttpWriter, event: WriterEvent) -> None:
-    if event is WriterEvent.NOTIFY:
+    if event is WriterEvent.OPEN:
+        await writer.open()
+    elif event is WriterEvent.NOTIFY:
         await writer.notify(b'{"n":2}')
     elif event is WriterEvent.RESPOND:
         await writer.respond(b'{"r":2}')
+    elif event is WriterEvent.FINISH:
+        await writer.finish()
     else:
         writer.abort()
 
@@ -96,17 +100,21 @@ async def test_every_legal_transition_lands_where_the_table_says(state: WriterSt
 ILLEGAL = [pair for pair in itertools.product(WriterState, WriterEvent) if pair not in TRANSITIONS]
 
 
-def test_the_only_illegal_transitions_are_sends_after_the_response() -> None:
-    assert sorted(ILLEGAL, key=lambda pair: pair[1].value) == [
+def test_the_only_illegal_transitions_are_sends_after_the_end_opening_twice_and_finishing_unopened() -> None:
+    assert set(ILLEGAL) == {
+        (WriterState.CLOSED, WriterEvent.OPEN),
         (WriterState.CLOSED, WriterEvent.NOTIFY),
         (WriterState.CLOSED, WriterEvent.RESPOND),
-    ]
+        (WriterState.CLOSED, WriterEvent.FINISH),
+        (WriterState.STREAMING, WriterEvent.OPEN),
+        (WriterState.DIRECT, WriterEvent.FINISH),
+    }
 
 
 @pytest.mark.parametrize(("state", "event"), ILLEGAL)
 async def test_every_illegal_transition_raises_and_sends_nothing(state: WriterState, event: WriterEvent) -> None:
     writer, link = await writer_in(state)
-    with pytest.raises(WriterError, match="after the response was sent"):
+    with pytest.raises(WriterError, match=f"cannot {event.value} a writer in state {state.value}"):
         await take(writer, event)
     assert writer.state is state and link.events == []
 
@@ -206,3 +214,26 @@ async def test_the_keepalive_ends_with_the_stream() -> None:
     timers = len(link.timers)
     tick()  # a tick already queued when the response went out
     assert link.events == [] and len(link.timers) == timers
+
+
+# -- standalone streams (legacy GET) and extra head headers --------------------------------------------
+
+
+async def test_open_sends_the_sse_head_at_once_and_finish_ends_the_body() -> None:
+    writer, link = await writer_in(WriterState.DIRECT)
+    await writer.open()
+    assert [h.status_code for h in link.heads()] == [200] and link.data() == []
+    await writer.notify(b'{"n":1}')
+    await writer.finish()
+    assert link.data() == [b'event: message\ndata: {"n":1}\n\n'] and isinstance(link.events[-1], h11.EndOfMessage)
+    assert link.timers[0].cancelled and writer.state is WriterState.CLOSED
+
+
+@pytest.mark.parametrize("first", ["open", "notify", "respond"])
+async def test_head_headers_are_read_when_the_head_is_sent(first: str) -> None:
+    link = FakeLink()
+    extra: list[tuple[bytes, bytes]] = []
+    writer = HttpWriter(link, KEEPALIVE, lambda: list(extra))
+    extra.append((b"mcp-session-id", b"abc"))  # known only once the call has run
+    await {"open": writer.open, "notify": lambda: writer.notify(b"{}"), "respond": lambda: writer.respond(b"{}")}[first]()
+    assert headers_of(link.heads()[0])[b"mcp-session-id"] == b"abc"

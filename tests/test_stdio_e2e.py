@@ -63,7 +63,7 @@ async def test_progress_notifications_precede_the_result_only_with_a_token() -> 
         (b'{"jsonrpc":"2.0","id":1}', -32600),
         (b'{"jsonrpc":"2.0","id":1,"method":"server/discover"}', -32602),
         (b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}', -32601),
-        (b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}', -32601),
+        (b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}', -32601),
         (b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"1999-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}', -32022),
     ],
 )

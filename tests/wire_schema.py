@@ -1,8 +1,10 @@
-"""Validate every message the server sends against the 2026-07-28 wire schema.
+"""Validate every message the server sends against the official wire schema of its era.
 
-`check(message, method)` validates a parsed message as a JSON-RPC message and,
-when the request's method is known, as that method's specific response or
-error type. Test clients call it on every message they receive.
+`check(message, method)` validates a parsed message as a 2026-07-28 JSON-RPC
+message and, when the request's method is known, as that method's specific
+response or error type. `check_legacy(message, method)` does the same against
+the 2025-11-25 schema for a session's traffic (server-to-client requests
+included). Test clients call one of them on every message they receive.
 """
 
 from __future__ import annotations
@@ -19,6 +21,24 @@ from jsonschema import Draft202012Validator
 # MCP_SPEC_DIR points at another folder laid out the same way (<version>/schema.json).
 SPEC_DIR = Path(os.environ.get("MCP_SPEC_DIR") or Path(__file__).resolve().parent / "spec")
 SCHEMA_PATH = SPEC_DIR / "2026-07-28" / "schema.json"
+LEGACY_SCHEMA_PATH = SPEC_DIR / "2025-11-25" / "schema.json"
+
+LEGACY_RESULTS = {
+    "initialize": "InitializeResult",
+    "ping": "EmptyResult",
+    "logging/setLevel": "EmptyResult",
+    "resources/subscribe": "EmptyResult",
+    "resources/unsubscribe": "EmptyResult",
+    "tools/list": "ListToolsResult",
+    "tools/call": "CallToolResult",
+    "resources/list": "ListResourcesResult",
+    "resources/templates/list": "ListResourceTemplatesResult",
+    "resources/read": "ReadResourceResult",
+    "prompts/list": "ListPromptsResult",
+    "prompts/get": "GetPromptResult",
+    "completion/complete": "CompleteResult",
+}
+LEGACY_SERVER_REQUESTS = {"elicitation/create": "ElicitRequest", "sampling/createMessage": "CreateMessageRequest", "roots/list": "ListRootsRequest"}
 
 RESULT_TYPES = {
     "server/discover": "DiscoverResultResponse",
@@ -50,15 +70,36 @@ NOTIFICATION_TYPES = {
 
 
 @functools.lru_cache(maxsize=None)
-def _schema() -> dict[str, Any]:
-    return json.loads(SCHEMA_PATH.read_text())
+def _schema(path: Path = SCHEMA_PATH) -> dict[str, Any]:
+    return json.loads(path.read_text())
 
 
 @functools.lru_cache(maxsize=None)
-def validator(definition: str) -> Draft202012Validator:
-    schema = _schema()
-    assert definition in schema["$defs"], f"{definition} is not in the wire schema"
+def validator(definition: str, path: Path = SCHEMA_PATH) -> Draft202012Validator:
+    schema = _schema(path)
+    assert definition in schema["$defs"], f"{definition} is not in the wire schema {path}"
     return Draft202012Validator({"$ref": f"#/$defs/{definition}", "$defs": schema["$defs"]})
+
+
+def check_legacy(message: Any, method: str | None = None) -> Any:
+    """Assert that a message the server sent to a 2025-era session is valid on the 2025-11-25 wire."""
+    legacy = functools.partial(validator, path=LEGACY_SCHEMA_PATH)
+    legacy("JSONRPCMessage").validate(message)
+    if "method" in message:
+        if "id" in message:
+            definition = LEGACY_SERVER_REQUESTS.get(message["method"])
+            assert definition, f"the server sent an unknown request {message['method']!r}"
+        else:
+            definition = NOTIFICATION_TYPES.get(message["method"])
+            assert definition and "subscriptions" not in message["method"], f"unexpected notification {message['method']!r}"
+        legacy(definition).validate(message)
+    elif "result" in message:
+        result = message["result"]
+        assert not {"resultType", "ttlMs", "cacheScope"} & set(result), f"2026-only fields in a legacy result: {result}"
+        assert "io.modelcontextprotocol/serverInfo" not in result.get("_meta", {}), "no serverInfo stamp on legacy"
+        if method in LEGACY_RESULTS:
+            legacy(LEGACY_RESULTS[method]).validate(result)
+    return message
 
 
 def check(message: Any, method: str | None = None) -> Any:

@@ -29,6 +29,7 @@ import orjson
 
 from mcpcore.call import Call, Writer
 from mcpcore.server import Server
+from mcpcore.session import Session
 from mcpcore.wire import INVALID_REQUEST, PARSE_ERROR, McpError, classify, readable_id
 
 log = logging.getLogger(__name__)
@@ -65,12 +66,16 @@ def read_message(data: bytes) -> Inbound | Malformed:
     return Inbound(kind, message)
 
 
-def take_response(message: dict[str, Any]) -> McpError | None:
+def take_response(message: dict[str, Any], session: Session | None) -> McpError | None:
     """A response from the client: None once delivered to the request waiting for it, else why not.
 
-    This server sends no requests of its own yet, so no response is ever awaited.
+    Only a legacy session's server-to-client requests wait for responses.
     """
-    return McpError(INVALID_REQUEST, "Send requests or notifications; this server accepts no responses")
+    if session is None:
+        return McpError(INVALID_REQUEST, "Send requests or notifications; this server accepts no responses")
+    if session.deliver(message):
+        return None
+    return McpError(INVALID_REQUEST, f"No request of this server is waiting for a response with id {message.get('id')!r}")
 
 
 class CallRunner:

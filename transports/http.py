@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import time
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable
@@ -29,11 +30,21 @@ import h11
 from mcpcore import defaults
 from mcpcore.call import Call
 from mcpcore.server import Server
-from mcpcore.wire import INVALID_REQUEST, REQUEST, McpError, encode_error
+from mcpcore.session import Session, Sessions, new_session_id
+from mcpcore.wire import INVALID_REQUEST, NOTIFICATION, REQUEST, RESPONSE, McpError, encode_error, is_request_id
 
 from .calls import CallRunner
 from .flow import WriteFlow
-from .httprules import Policy, Rejection, check_body, check_head, check_mcp_headers, make_policy
+from .httprules import (
+    Policy,
+    Rejection,
+    check_body,
+    check_head,
+    check_mcp_headers,
+    is_legacy,
+    legacy_session,
+    make_policy,
+)
 from .httpwriter import JSON_HEADERS, HttpWriter, Timer, response_head
 
 log = logging.getLogger(__name__)
@@ -57,6 +68,8 @@ class HttpConfig:
     keep_alive_timeout: float = defaults.HTTP_KEEP_ALIVE_TIMEOUT
     sse_keepalive: float = defaults.HTTP_SSE_KEEPALIVE
     grace_period: float = defaults.HTTP_GRACE_PERIOD
+    max_sessions: int = defaults.HTTP_MAX_SESSIONS
+    session_idle_timeout: float = defaults.HTTP_SESSION_IDLE_TIMEOUT
     listen_fd: int | None = None  # an inherited listening socket (worker processes)
 
 
@@ -84,6 +97,8 @@ class _Connection(WriteFlow):
         self.gone = False
         self.call: Call | None = None  # the request being served (held or running)
         self.writer: HttpWriter | None = None
+        self.stream: asyncio.Task[None] | None = None  # a legacy session's standalone GET stream
+        self._opening: Session | None = None  # the session the current initialize may open
         self.deadline: float | None = None  # checked by the server's sweeper (no timer per request)
         self._reading_paused = False
         self._request: h11.Request | None = None
@@ -107,14 +122,14 @@ class _Connection(WriteFlow):
 
     def data_received(self, data: bytes) -> None:
         self.h11.receive_data(data)
-        if self.call is None:
+        if not self.serving:
             self._advance()
         elif len(self.h11.trailing_data[0]) > self.http.config.max_header_bytes + self.http.config.max_body_bytes:
             self._pause_reading()  # a pipelining client far ahead of us
 
     def eof_received(self) -> bool | None:
         self.h11.receive_data(b"")
-        if self.call is None:
+        if not self.serving:
             self._advance()
         else:
             self._lost()
@@ -124,6 +139,11 @@ class _Connection(WriteFlow):
         self._lost()
         self.http.connections.discard(self)
         self.resume_writing()
+
+    @property
+    def serving(self) -> bool:
+        """A call or a standalone stream has this connection (no next request is read meanwhile)."""
+        return self.call is not None or self.stream is not None
 
     # -- writing (the writer's `Link`) -----------------------------------
 
@@ -155,8 +175,10 @@ class _Connection(WriteFlow):
         self._cancel_timer()
         if self.writer is not None:
             self.writer.abort()
-        if self.call is not None:
-            self.call.cancel()
+        if self.call is not None and self.call.session is None:
+            self.call.cancel()  # on the legacy wire only notifications/cancelled cancels
+        if self.stream is not None:
+            self.stream.cancel()
 
     def _advance(self) -> None:
         """Pull events until one needs more data or starts a call."""
@@ -225,34 +247,151 @@ class _Connection(WriteFlow):
         if self._refusal is not None:
             self._answer(self._refusal)
             return self._next_cycle()
-        inbound = check_body(b"".join(self._body))
+        assert self._request is not None
+        if self._request.method != b"POST":
+            return self._session_request(self._request.method)
+        session_id = self._headers.get("mcp-session-id")
+        inbound = check_body(b"".join(self._body), self.http.sessions.get(session_id) if session_id else None)
         self._body = []
         if isinstance(inbound, Rejection):
             self._answer(inbound)
             return self._next_cycle()
+        if inbound.kind == RESPONSE:  # delivered to the server-to-client request waiting for it
+            return self._accepted()
+        if is_legacy(inbound.message, self._headers):
+            return self._legacy(inbound.kind, inbound.message)
+        if inbound.kind != REQUEST:
+            return self._accepted()
         message = inbound.message
-        if inbound.kind != REQUEST:  # a notification, or a response delivered
-            self.send(response_head(202, [(b"content-length", b"0")], self.http.closing), h11.EndOfMessage())
-            return self._next_cycle()
         if self.http.closing:
-            stopping = Rejection(503, McpError(INVALID_REQUEST, "The server is shutting down; retry elsewhere"), message["id"])
-            self._answer(stopping, close=True)
-            self.close()
-            return False
+            return self._stopping(message["id"])
         route = self.http.server.route(message)
         mismatch = check_mcp_headers(self._headers, message, route)
         if mismatch is not None:
             self._answer(mismatch)
             return self._next_cycle()
-        self.call = Call(message, route, MappingProxyType(self._headers), self.peer)
-        self.writer = HttpWriter(self, self.http.config.sse_keepalive)
-        self.http.runner.submit(self.call, self.writer, self._finished)
+        self._start(Call(message, route, MappingProxyType(self._headers), self.peer), HttpWriter(self, self.http.config.sse_keepalive))
         return False
+
+    def _start(self, call: Call, writer: HttpWriter) -> None:
+        self.call, self.writer = call, writer
+        self.http.runner.submit(call, writer, self._finished)
+
+    def _accepted(self) -> bool:
+        """202: a notification, or a response, taken."""
+        self.send(response_head(202, [(b"content-length", b"0")], self.http.closing), h11.EndOfMessage())
+        return self._next_cycle()
+
+    def _stopping(self, request_id: Any) -> bool:
+        stopping = Rejection(503, McpError(INVALID_REQUEST, "The server is shutting down; retry elsewhere"), request_id)
+        self._answer(stopping, close=True)
+        self.close()
+        return False
+
+    # -- the legacy (2025-era) wire ---------------------------------------
+
+    def _legacy(self, kind: str, message: dict[str, Any]) -> bool:
+        """A legacy POST: `initialize` opens a session, anything else needs a live one."""
+        sessions = self.http.sessions
+        opening = kind == REQUEST and message["method"] == "initialize" and "mcp-session-id" not in self._headers
+        if opening:
+            if self.http.closing:
+                return self._stopping(message["id"])
+            try:
+                sessions.reserve()
+            except McpError as full:
+                self._answer(Rejection(503, full, message["id"], (("retry-after", "1"),)))
+                return self._next_cycle()
+            session = self._opening = Session(new_session_id())
+        else:
+            found = legacy_session(self._headers, sessions, message.get("id"))
+            if isinstance(found, Rejection):
+                self._answer(found)
+                return self._next_cycle()
+            session = found
+        if kind == NOTIFICATION:
+            self._legacy_notification(session, message)
+            return self._accepted()
+        if self.http.closing:
+            return self._stopping(message["id"])
+        if message["id"] in session.calls:
+            error = McpError(INVALID_REQUEST, f"Request id {message['id']!r} is already in flight in this session")
+            self._answer(Rejection(400, error, message["id"]))
+            return self._next_cycle()
+        call = Call(message, self.http.server.route(message), MappingProxyType(self._headers), self.peer, session=session)
+        session.calls[message["id"]] = call
+        self._start(call, HttpWriter(self, self.http.config.sse_keepalive, self._session_headers))
+        return False
+
+    def _legacy_notification(self, session: Session, message: dict[str, Any]) -> None:
+        if message["method"] == "notifications/cancelled":
+            params = message.get("params")
+            request_id = params.get("requestId") if isinstance(params, dict) else None
+            call = session.calls.get(request_id) if is_request_id(request_id) else None
+            if call is not None:
+                call.cancel()
+        else:
+            self.http.server.dispatcher.legacy.notified(session, message)
+
+    def _session_headers(self) -> list[tuple[bytes, bytes]]:
+        """`Mcp-Session-Id` on a legacy response; an initialize that negotiated registers its session here,
+        before the client can learn the id."""
+        session = self.call.session if self.call is not None else None
+        if session is None or session.id is None:
+            return []
+        if self._opening is session:
+            if not session.negotiated:
+                return []  # a failed initialize mints nothing
+            self.http.sessions.add(session)
+            self._opening = None
+        return [(b"mcp-session-id", session.id.encode())]
+
+    def _session_request(self, method: bytes) -> bool:
+        """GET opens a session's standalone stream; DELETE ends the session."""
+        found = legacy_session(self._headers, self.http.sessions)
+        if isinstance(found, Rejection):
+            self._answer(found)
+            return self._next_cycle()
+        if method == b"DELETE":
+            self.http.sessions.end(found)
+            self.send(response_head(200, [(b"content-length", b"0")], self.http.closing), h11.EndOfMessage())
+            return self._next_cycle()
+        if found.streaming:
+            self._answer(Rejection(409, McpError(INVALID_REQUEST, "This session's GET stream is already open")))
+            return self._next_cycle()
+        if self.http.closing:
+            return self._stopping(None)
+        found.streaming = True
+        writer = HttpWriter(self, self.http.config.sse_keepalive, lambda: [(b"mcp-session-id", found.id.encode())])  # type: ignore[union-attr]
+        self.writer = writer
+        self.stream = self.loop.create_task(self._stream(found, writer))
+        return False
+
+    async def _stream(self, session: Session, writer: HttpWriter) -> None:
+        """The standalone stream: list changes and resource updates until the session or the peer ends."""
+        try:
+            await writer.open()
+            await session.forward(writer.notify)
+            await writer.finish()
+        except asyncio.CancelledError:
+            pass
+        finally:
+            session.streaming = False
+            self.stream = self.writer = None
+            self._after(writer)
 
     def _finished(self, call: Call) -> None:
         """The call ended: read the next request, or close if its response is incomplete."""
         writer = self.writer
         self.call = self.writer = None
+        if call.session is not None:
+            call.session.calls.pop(call.message["id"], None)
+        if self._opening is not None:  # an initialize that did not negotiate
+            self.http.sessions.release()
+            self._opening = None
+        self._after(writer)
+
+    def _after(self, writer: HttpWriter | None) -> None:
         if writer is None or not writer.responded or self.gone:
             if writer is not None:
                 writer.abort()
@@ -299,7 +438,7 @@ class _Connection(WriteFlow):
         self.deadline = None
 
     def timed_out(self) -> None:
-        if self.call is not None:
+        if self.serving:
             return
         if self.h11.their_state is h11.SEND_BODY or self.h11.trailing_data[0]:
             self._refuse_now(Rejection(408, McpError(INVALID_REQUEST, "The request took too long to arrive")))
@@ -330,6 +469,7 @@ class HttpServer:
         self.policy: Policy = self._policy(self.port)
         self.connections: set[_Connection] = set()
         self.runner = CallRunner(server, max_in_flight=self.config.max_in_flight, grace_period=self.config.grace_period)
+        self.sessions = Sessions(self.config.max_sessions, self.config.session_idle_timeout, time.monotonic)
         self.closing = False
         self._stop = anyio.Event()
 
@@ -368,6 +508,7 @@ class HttpServer:
         finally:
             listener.close()
             self.runner.cancel_all()
+            self.sessions.end_all()
             for connection in list(self.connections):
                 connection.close()
 
@@ -382,13 +523,17 @@ class HttpServer:
                 if connection.deadline is not None and connection.deadline <= now:
                     connection.deadline = None
                     connection.timed_out()
+            self.sessions.expire()
 
     async def _drain(self) -> None:
         self.closing = True
         for connection in list(self.connections):
-            if connection.call is None and not connection.h11.trailing_data[0]:
+            if not connection.serving and not connection.h11.trailing_data[0]:
                 connection.close()  # idle: nothing to finish
+        for session in self.sessions:
+            session.changes.close()  # standalone streams end
         await self.runner.drain()
+        self.sessions.end_all()
 
 
 async def serve_http(server: Server, **options: Any) -> None:

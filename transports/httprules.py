@@ -22,8 +22,9 @@ from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
 from mcpcore.defaults import HTTP_MAX_BODY_BYTES
-from mcpcore.protocol import Route, http_status
-from mcpcore.wire import HEADER_MISMATCH, INVALID_REQUEST, META_VERSION, RESPONSE, McpError
+from mcpcore.protocol import Route, claims_modern, http_status
+from mcpcore.session import Session, Sessions
+from mcpcore.wire import HEADER_MISMATCH, INVALID_REQUEST, LEGACY_VERSIONS, META_VERSION, MODERN_VERSIONS, RESPONSE, McpError
 
 from .calls import Inbound, Malformed, read_message, take_response
 
@@ -158,14 +159,21 @@ def check_head(policy: Policy, method: str, target: str, headers: Mapping[str, s
     """The checks that need no body, in the transport's order."""
     if target.split("?", 1)[0] != policy.path:
         return Rejection(404, McpError(INVALID_REQUEST, f"Not found: the MCP endpoint is {policy.path}"))
-    if method != "POST":
-        return _reject(405, f"Method {method} is not allowed: send JSON-RPC messages with POST", ("allow", "POST"))
+    if method not in ("POST", "GET", "DELETE"):
+        message = f"Method {method} is not allowed: POST JSON-RPC messages; GET and DELETE serve 2025-era sessions"
+        return _reject(405, message, ("allow", "GET, POST, DELETE"))
     host = headers.get("host")
     origin = headers.get("origin")
     if origin is not None and not _origin_allowed(policy, origin, host):
         return _reject(403, f"Origin {origin!r} is not allowed")
     if policy.allowed_hosts and (host is None or not _host_allowed(policy, host)):
         return _reject(421, f"Host {host!r} is not served here")
+    if method == "DELETE":
+        return None
+    if method == "GET":
+        if not _accepts(_media_types(headers.get("accept", "")), "text/event-stream"):
+            return _reject(406, "Accept must include text/event-stream for the GET stream")
+        return None
     if not _is_json(headers.get("content-type", "")):
         return _reject(415, "Content-Type must be application/json")
     if not _accepts_both(headers.get("accept", "")):
@@ -176,16 +184,46 @@ def check_head(policy: Policy, method: str, target: str, headers: Mapping[str, s
     return None
 
 
-def check_body(body: bytes) -> Inbound | Rejection:
-    """A request or notification to serve, a response delivered, or the refusal to send."""
+def check_body(body: bytes, session: Session | None = None) -> Inbound | Rejection:
+    """A request or notification to serve, a response delivered to `session`, or the refusal to send."""
     inbound = read_message(body)
     if isinstance(inbound, Malformed):
         return refusal(inbound.error, inbound.request_id)
     if inbound.kind == RESPONSE:
-        problem = take_response(inbound.message)
+        problem = take_response(inbound.message, session)
         if problem is not None:
             return refusal(problem)
     return inbound
+
+
+def is_legacy(message: dict[str, Any], headers: Mapping[str, str]) -> bool:
+    """Which wire a request or notification is on: the body decides first.
+
+    A `_meta` version claim is modern whatever the headers; `initialize` without
+    one is legacy; otherwise a 2026 `MCP-Protocol-Version` header is modern (so a
+    request missing its `_meta` still gets -32602) and a legacy or missing one legacy.
+    """
+    if claims_modern(message):
+        return False
+    return message.get("method") == "initialize" or headers.get("mcp-protocol-version") not in MODERN_VERSIONS
+
+
+def legacy_session(headers: Mapping[str, str], sessions: Sessions, request_id: Any = None) -> Session | Rejection:
+    """The live session a legacy message names (400 without `Mcp-Session-Id`, 404 once it ended)."""
+    version = headers.get("mcp-protocol-version")
+    if version in MODERN_VERSIONS:
+        why = f"GET and DELETE serve 2025-era sessions; protocol {version} has none (POST each request instead)"
+        return Rejection(400, McpError(INVALID_REQUEST, why), request_id)
+    if version is not None and version not in LEGACY_VERSIONS:
+        why = f"Unsupported MCP-Protocol-Version {version!r} for a session; use one of {', '.join(LEGACY_VERSIONS)}"
+        return Rejection(400, McpError(INVALID_REQUEST, why), request_id)
+    session_id = headers.get("mcp-session-id")
+    if session_id is None:
+        return Rejection(400, McpError(INVALID_REQUEST, "The Mcp-Session-Id header is required: open a session with initialize first"), request_id)
+    session = sessions.get(session_id)
+    if session is None:
+        return Rejection(404, McpError(INVALID_REQUEST, "Session not found: it ended or expired; send initialize to open a new one"), request_id)
+    return session
 
 
 def decode_header_value(value: str) -> str:

@@ -11,9 +11,11 @@ no-cache`, `X-Accel-Buffering: no`) and the notification as the first event
 (STREAMING). While STREAMING, each notification is one event, idle streams get
 a `:` comment every `keepalive` seconds, and the response is the last event
 followed by the end of the chunked body (CLOSED). In CLOSED every send is an
-error. ABORT comes from the connection when the peer left, or when the call
-ended without its response: from then on sends are dropped silently (the call
-is being cancelled), and a CLOSED writer stays CLOSED.
+error. A legacy session's standalone GET stream has no response: OPEN sends
+the SSE headers at once (STREAMING) and FINISH ends the body (CLOSED). ABORT
+comes from the connection when the peer left, or when the call ended without
+its response: from then on sends are dropped silently (the call is being
+cancelled), and a CLOSED writer stays CLOSED.
 
 The writer does no I/O of its own: it hands h11 events to its `Link` (the
 connection) and gets everything else it needs passed in.
@@ -47,22 +49,28 @@ class WriterState(enum.Enum):
 
 
 class WriterEvent(enum.Enum):
+    OPEN = "open"
     NOTIFY = "notify"
     RESPOND = "respond"
+    FINISH = "finish"
     ABORT = "abort"
 
 
 S, E = WriterState, WriterEvent
 TRANSITIONS: dict[tuple[WriterState, WriterEvent], WriterState] = {
+    (S.DIRECT, E.OPEN): S.STREAMING,
     (S.DIRECT, E.NOTIFY): S.STREAMING,
     (S.DIRECT, E.RESPOND): S.CLOSED,
     (S.DIRECT, E.ABORT): S.ABORTED,
     (S.STREAMING, E.NOTIFY): S.STREAMING,
     (S.STREAMING, E.RESPOND): S.CLOSED,
+    (S.STREAMING, E.FINISH): S.CLOSED,
     (S.STREAMING, E.ABORT): S.ABORTED,
     (S.CLOSED, E.ABORT): S.CLOSED,
     (S.ABORTED, E.NOTIFY): S.ABORTED,
+    (S.ABORTED, E.OPEN): S.ABORTED,
     (S.ABORTED, E.RESPOND): S.ABORTED,
+    (S.ABORTED, E.FINISH): S.ABORTED,
     (S.ABORTED, E.ABORT): S.ABORTED,
 }
 del S, E
@@ -70,6 +78,9 @@ del S, E
 
 class WriterError(RuntimeError):
     """A send the writer's state does not allow (a bug in the caller)."""
+
+
+HeadHeaders = Callable[[], "list[tuple[bytes, bytes]]"]
 
 
 class Timer(Protocol):
@@ -109,9 +120,10 @@ _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
 class HttpWriter:
     """One request's writer (see the module docstring for its states)."""
 
-    def __init__(self, link: Link, keepalive: float) -> None:
+    def __init__(self, link: Link, keepalive: float, head_headers: HeadHeaders | None = None) -> None:
         self.link = link
         self.keepalive = keepalive
+        self.head_headers = head_headers  # extra response headers, read when the head is sent
         self.state = WriterState.DIRECT
         self._last_write = 0.0
         self._ticker: Timer | None = None
@@ -128,20 +140,37 @@ class HttpWriter:
             before = self.abort()  # the peer left: the call is being cancelled
         after = TRANSITIONS.get((before, event))
         if after is None:
-            raise WriterError(f"cannot {event.value} after the response was sent")
+            raise WriterError(f"cannot {event.value} a writer in state {before.value}")
         self.state = after
         return before
+
+    async def open(self) -> None:
+        """Send the SSE headers now (a stream that may stay silent for a while)."""
+        if self._advance(WriterEvent.OPEN) is not WriterState.ABORTED:
+            await self._write([self._stream_head()])
 
     async def notify(self, message: bytes) -> None:
         before = self._advance(WriterEvent.NOTIFY)
         if before is WriterState.ABORTED:
             return
-        events: list[Any] = []
-        if before is WriterState.DIRECT:
-            events.append(response_head(200, SSE_HEADERS, self.link.last_response))
-            self._ticker = self.link.call_later(self.keepalive, self._tick)
+        events: list[Any] = [self._stream_head()] if before is WriterState.DIRECT else []
         events.append(h11.Data(data=sse_event(message)))
         await self._write(events)
+
+    async def finish(self) -> None:
+        """End a stream that carries no response (a standalone GET stream)."""
+        if self._advance(WriterEvent.FINISH) is not WriterState.ABORTED:
+            self._stop_ticking()
+            await self._write([h11.EndOfMessage()])
+
+    def _head(self, status: int, headers: list[tuple[bytes, bytes]]) -> h11.Response:
+        if self.head_headers is not None:
+            headers = headers + self.head_headers()
+        return response_head(status, headers, self.link.last_response)
+
+    def _stream_head(self) -> h11.Response:
+        self._ticker = self.link.call_later(self.keepalive, self._tick)
+        return self._head(200, SSE_HEADERS)
 
     async def respond(self, message: bytes, error_code: int | None = None) -> None:
         before = self._advance(WriterEvent.RESPOND)
@@ -150,7 +179,7 @@ class HttpWriter:
         self._stop_ticking()
         if before is WriterState.DIRECT:
             headers = JSON_HEADERS + [(b"content-length", str(len(message)).encode())]
-            events: list[Any] = [response_head(http_status(error_code), headers, self.link.last_response), h11.Data(data=message)]
+            events: list[Any] = [self._head(http_status(error_code), headers), h11.Data(data=message)]
         else:
             events = [h11.Data(data=sse_event(message))]
         events.append(h11.EndOfMessage())

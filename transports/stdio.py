@@ -24,7 +24,9 @@ import anyio
 
 from mcpcore.call import Call
 from mcpcore.defaults import STDIO_GRACE_PERIOD, STDIO_MAX_IN_FLIGHT, STDIO_MAX_LINE_BYTES
+from mcpcore.protocol import claims_modern
 from mcpcore.server import Server
+from mcpcore.session import Session
 from mcpcore.wire import INVALID_REQUEST, NOTIFICATION, REQUEST, RESPONSE, McpError, encode_error, is_request_id
 
 from .calls import CallRunner, Malformed, read_message, take_response
@@ -133,6 +135,9 @@ class StdioSession:
         self.grace_period = grace_period
         self.runner = CallRunner(server, max_in_flight=max_in_flight, grace_period=grace_period)
         self.calls: dict[Any, Call] = {}  # by request id: running or held
+        self.era: str | None = None  # fixed by the first request: "modern", or "legacy" after initialize
+        self.session: Session | None = None  # the process's legacy session
+        self._forwarder: asyncio.Task[None] | None = None  # list changes and updates to a legacy client
         self._parts: list[bytes] = []  # the current, still unterminated line
         self._size = 0
         self._discarding = False  # inside a line already rejected as oversized
@@ -162,7 +167,11 @@ class StdioSession:
             self._output, _ = await loop.connect_write_pipe(lambda: self._out, out_file)
             self._input, _ = await loop.connect_read_pipe(lambda: _Input(self), in_file)
             await self._ended.wait()
+            if self.session is not None:
+                self.session.changes.close()  # no more unsolicited messages
             await self.runner.drain()
+            if self.session is not None:
+                self.session.close()
             await self._flush()
         finally:
             for transport in (self._input, self._output):
@@ -244,7 +253,7 @@ class StdioSession:
         elif inbound.kind == NOTIFICATION:
             self._notified(inbound.message)  # never held: a cancellation may be what frees the window
         elif inbound.kind == RESPONSE:
-            problem = take_response(inbound.message)
+            problem = take_response(inbound.message, self.session)
             if problem is not None:  # a response cannot be answered: say so in the log
                 log.warning("dropped a response from the client (id %r): %s", inbound.message.get("id"), problem.message)
         elif inbound.kind == REQUEST:
@@ -257,6 +266,24 @@ class StdioSession:
             call = self.calls.get(request_id) if is_request_id(request_id) else None
             if call is not None:
                 call.cancel()
+        elif self.session is not None and not claims_modern(message):
+            self.server.dispatcher.legacy.notified(self.session, message)
+
+    def _era_refusal(self, message: dict[str, Any]) -> McpError | None:
+        """The first request fixes the era of the process; say so to a request of the other one."""
+        legacy = message["method"] == "initialize" and not claims_modern(message)
+        if self.era is None:
+            self.era = "legacy" if legacy else "modern"
+            if legacy:
+                self.session = Session(outbox=self.write)
+            return None
+        if self.era == "modern" and legacy:
+            return McpError(INVALID_REQUEST, "This process serves the stateless 2026-07-28 wire (its first request was not "
+                            "initialize); a 2025-era session cannot be opened on it: start a new process")
+        if self.era == "legacy" and claims_modern(message):
+            return McpError(INVALID_REQUEST, "This process serves a 2025-era session opened by initialize; requests "
+                            "claiming protocol 2026-07-28 in _meta need a process of their own")
+        return None
 
     def _submit(self, message: dict[str, Any]) -> None:
         request_id = message["id"]
@@ -264,13 +291,19 @@ class StdioSession:
             error = McpError(INVALID_REQUEST, f"Request id {request_id!r} is already in flight; ids must be unique")
             self._write_now(encode_error(request_id, error))
             return
-        call = self.calls[request_id] = Call(message, self.server.route(message))
+        refusal = self._era_refusal(message)
+        if refusal is not None:
+            self._write_now(encode_error(request_id, refusal))
+            return
+        call = self.calls[request_id] = Call(message, self.server.route(message), session=self.session)
         self.runner.submit(call, _CallWriter(self, call), self._finished)
         if self.runner.holding and self._input is not None:
             self._input.pause_reading()  # the window is full: read again once no call is held
 
     def _finished(self, call: Call) -> None:
         del self.calls[call.message["id"]]
+        if self.session is not None and self.session.negotiated and self._forwarder is None:
+            self._forwarder = asyncio.get_running_loop().create_task(self.session.forward(self.write))
         if not self.runner.holding and self._input is not None and not self._ended.is_set():
             self._input.resume_reading()
 
