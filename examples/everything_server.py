@@ -128,6 +128,86 @@ async def test_logging_tool(ctx: Context) -> str:
     return "Logging complete"
 
 
+@server.tool
+async def test_tool_with_logging(ctx: Context) -> str:
+    """Log three messages about 50 ms apart (2025-era sessions set the level with logging/setLevel)."""
+    for text in ("Tool execution started", "Tool processing data", "Tool execution completed"):
+        await ctx.info(text)
+        await anyio.sleep(0.05)
+    return "Logging complete"
+
+
+# -- tools: asking the client (2025-era sessions get real requests) ------------
+
+
+@server.tool
+def test_sampling(prompt: str, ctx: Context) -> str:
+    """Ask the client's model to answer a prompt."""
+    answer = ctx.answer("reply")
+    if answer is None:
+        raise InputRequired(reply=Sample(prompt, max_tokens=100))
+    return f"LLM response: {answer.text}"
+
+
+@server.tool
+def test_elicitation(message: str, ctx: Context) -> str:
+    """Ask the user for a username and an email."""
+    answer = ctx.answer("info")
+    if answer is None:
+        raise InputRequired(info=Elicit(message, form(username="string", email="string")))
+    return f"User response: action={answer.action}, content={answer.content}"
+
+
+SEP1034_DEFAULTS = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "description": "Your name", "default": "John Doe"},
+        "age": {"type": "integer", "description": "Your age", "default": 30},
+        "score": {"type": "number", "description": "Your score", "default": 95.5},
+        "status": {"type": "string", "enum": ["active", "inactive", "pending"], "default": "active"},
+        "verified": {"type": "boolean", "description": "Verified?", "default": True},
+    },
+}
+
+
+@server.tool
+def test_elicitation_sep1034_defaults(ctx: Context) -> str:
+    """An elicitation whose fields carry default values (SEP-1034)."""
+    answer = ctx.answer("profile")
+    if answer is None:
+        raise InputRequired(profile=Elicit("Confirm your profile", SEP1034_DEFAULTS))
+    return f"Elicitation completed: action={answer.action}, content={answer.content}"
+
+
+SEP1330_ENUMS = {
+    "type": "object",
+    "properties": {
+        "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+        "titledSingle": {"type": "string", "oneOf": [
+            {"const": "value1", "title": "First Option"},
+            {"const": "value2", "title": "Second Option"},
+            {"const": "value3", "title": "Third Option"},
+        ]},
+        "legacyEnum": {"type": "string", "enum": ["opt1", "opt2", "opt3"], "enumNames": ["Option One", "Option Two", "Option Three"]},
+        "untitledMulti": {"type": "array", "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+        "titledMulti": {"type": "array", "items": {"anyOf": [
+            {"const": "value1", "title": "First Choice"},
+            {"const": "value2", "title": "Second Choice"},
+            {"const": "value3", "title": "Third Choice"},
+        ]}},
+    },
+}
+
+
+@server.tool
+def test_elicitation_sep1330_enums(ctx: Context) -> str:
+    """An elicitation with every enum style (SEP-1330)."""
+    answer = ctx.answer("choices")
+    if answer is None:
+        raise InputRequired(choices=Elicit("Pick your options", SEP1330_ENUMS))
+    return f"Elicitation completed: action={answer.action}, content={answer.content}"
+
+
 # -- tools: capabilities, schemas and headers ---------------------------------
 
 
@@ -326,6 +406,12 @@ def static_text() -> str:
 def static_binary() -> bytes:
     """A static binary resource (a 1x1 PNG)."""
     return base64.b64decode(PNG)
+
+
+@server.resource("test://watched-resource", name="watched-resource", mime_type="text/plain")
+def watched_resource() -> str:
+    """A resource 2025-era sessions can subscribe to."""
+    return "Watched resource content"
 
 
 @server.resource("test://template/{id}/data", name="template-data", mime_type="application/json")
