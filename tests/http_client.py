@@ -20,7 +20,7 @@ import orjson
 from conftest import VERSION
 from mcpcore import Server
 from mcpcore.transports.http import HttpConfig, HttpServer
-from wire_schema import check
+from wire_schema import check, check_legacy
 
 
 @contextlib.asynccontextmanager
@@ -153,12 +153,69 @@ class HttpClient:
             self.conn.start_next_cycle()
         return reply
 
-    async def post(self, message: Any, headers: dict[str, str] | None = None, raw: bytes | None = None) -> Reply:
-        """POST a message (with conforming headers unless given) and read the reply."""
+    async def post(self, message: Any, headers: dict[str, str] | None = None, raw: bytes | None = None, legacy: bool = False) -> Reply:
+        """POST a message (with conforming headers unless given) and read the reply.
+
+        `legacy`: a 2025-era session's message, checked against the 2025-11-25 schema.
+        """
         body = raw if raw is not None else orjson.dumps(message)
         await self.send_request("POST", "/mcp", headers if headers is not None else mcp_headers(message), body)
         reply = await self.read_reply()
         method = message.get("method") if isinstance(message, dict) else None
         for item in reply.messages:
-            check(item, method)
+            (check_legacy if legacy else check)(item, method)
         return reply
+
+
+class SseStream:
+    """An SSE response on its own HTTP connection, read event by event.
+
+    `open` POSTs a message (a listen stream by default); `open_get` opens a
+    2025-era session's standalone stream. Each event is schema-checked with
+    `checker` (the 2026 rules for `method`, or the 2025-11-25 rules).
+    """
+
+    def __init__(self, client: HttpClient, method: str = "subscriptions/listen", legacy: bool = False) -> None:
+        self.client = client
+        self.method = method
+        self.checker = check_legacy if legacy else check
+        self.raw = b""
+        self.comments = 0
+        self.ended = False
+        self._buffer = b""
+
+    async def open(self, message: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, str]:
+        await self.client.send_request("POST", "/mcp", headers or mcp_headers(message), orjson.dumps(message))
+        return await self._head()
+
+    async def open_get(self, headers: dict[str, str]) -> dict[str, str]:
+        await self.client.send_request("GET", "/mcp", {"accept": "text/event-stream", **headers})
+        return await self._head()
+
+    async def _head(self) -> dict[str, str]:
+        response = await self.client._next()
+        assert isinstance(response, h11.Response), response
+        headers = {k.decode(): v.decode() for k, v in response.headers}
+        assert response.status_code == 200 and headers["content-type"] == "text/event-stream", (response, headers)
+        return headers
+
+    async def next(self) -> dict[str, Any] | None:
+        while True:
+            if b"\n\n" in self._buffer:
+                block, self._buffer = self._buffer.split(b"\n\n", 1)
+                if all(line.startswith(b":") for line in block.split(b"\n")):
+                    self.comments += 1
+                    continue
+                (message,) = parse_sse(block + b"\n\n")
+                return self.checker(message, self.method)
+            if self.ended:
+                return None
+            try:
+                event = await self.client._next()
+            except h11.RemoteProtocolError:
+                event = h11.ConnectionClosed()
+            if isinstance(event, h11.Data):
+                self._buffer += event.data
+                self.raw += event.data
+            elif isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)):
+                self.ended = True

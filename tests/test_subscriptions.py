@@ -22,7 +22,7 @@ import orjson
 import pytest
 
 from conftest import ROOT, request
-from http_client import HttpClient, mcp_headers, parse_sse, running
+from http_client import HttpClient, SseStream, mcp_headers, parse_sse, running
 from mcpcore.subscriptions import PROMPTS, RESOURCE, RESOURCES, TOOLS, Change, Filter, LocalBus, Subscriber
 from mcpcore import Call
 from memory import MemoryWriter, exchange
@@ -124,45 +124,6 @@ class StdioHub:
             routed = message["params"].get("_meta", {}).get(SUB_ID, "untagged") if "method" in message else message.get("id")
             self.inbox[routed].append(message)
         return self.inbox[key].pop(0)
-
-
-class SseStream:
-    """A listen stream on its own HTTP connection, read event by event."""
-
-    def __init__(self, client: HttpClient) -> None:
-        self.client = client
-        self.raw = b""
-        self.comments = 0
-        self.ended = False
-        self._buffer = b""
-
-    async def open(self, message: dict[str, Any]) -> None:
-        await self.client.send_request("POST", "/mcp", mcp_headers(message), orjson.dumps(message))
-        response = await self.client._next()
-        assert isinstance(response, h11.Response), response
-        headers = {k.decode(): v.decode() for k, v in response.headers}
-        assert response.status_code == 200 and headers["content-type"] == "text/event-stream", headers
-
-    async def next(self) -> dict[str, Any] | None:
-        while True:
-            if b"\n\n" in self._buffer:
-                block, self._buffer = self._buffer.split(b"\n\n", 1)
-                if all(line.startswith(b":") for line in block.split(b"\n")):
-                    self.comments += 1
-                    continue
-                (message,) = parse_sse(block + b"\n\n")
-                return check(message, "subscriptions/listen")
-            if self.ended:
-                return None
-            try:
-                event = await self.client._next()
-            except h11.RemoteProtocolError:
-                event = h11.ConnectionClosed()
-            if isinstance(event, h11.Data):
-                self._buffer += event.data
-                self.raw += event.data
-            elif isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)):
-                self.ended = True
 
 
 # -- one client API over both transports ----------------------------------

@@ -1,0 +1,182 @@
+"""The 2025-era Streamable HTTP wire on a real 127.0.0.1 socket, beside the stateless one.
+
+Sessions (`Mcp-Session-Id`, DELETE, bounds, idle expiry), the standalone GET
+stream, server-to-client requests on a call's stream, and era routing by body
+first. Every message is checked against the schema of its era.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from conftest import VERSION, request
+from http_client import HttpClient, SseStream, mcp_headers, running
+from servers import legacy_server
+
+pytestmark = pytest.mark.anyio
+LIMIT = 10
+BASE = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+CLIENT = {"name": "legacy-http", "version": "1"}
+
+
+def legacy(method: str, request_id: Any = 1, **params: Any) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params:
+        message["params"] = params
+    return message
+
+
+def session_headers(session_id: str, version: str = "2025-11-25") -> dict[str, str]:
+    return {**BASE, "mcp-session-id": session_id, "mcp-protocol-version": version}
+
+
+async def initialize(client: HttpClient, capabilities: dict[str, Any] | None = None, version: str = "2025-11-25") -> str:
+    """Open a session (initialize, then notifications/initialized); its id."""
+    reply = await client.post(legacy("initialize", 0, protocolVersion=version, capabilities=capabilities or {}, clientInfo=CLIENT),
+                              BASE, legacy=True)
+    assert reply.status == 200 and reply.json["result"]["protocolVersion"] == version, reply.body
+    session_id = reply.headers["mcp-session-id"]
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    accepted = await client.post(note, session_headers(session_id, version), legacy=True)
+    assert accepted.status == 202 and accepted.body == b""
+    return session_id
+
+
+async def test_initialize_mints_a_visible_ascii_session_id_and_the_session_serves_requests() -> None:
+    async with running(legacy_server.build()) as http, HttpClient.connect(http) as client:
+        with anyio.fail_after(LIMIT):
+            session_id = await initialize(client)
+            assert session_id and all(0x21 <= ord(c) <= 0x7E for c in session_id) and len(session_id) >= 16
+            tools = await client.post(legacy("tools/list", 1), session_headers(session_id), legacy=True)
+            assert "echo" in [t["name"] for t in tools.json["result"]["tools"]]
+            echoed = await client.post(legacy("tools/call", 2, name="echo", arguments={"text": "hi"}), session_headers(session_id), legacy=True)
+            assert echoed.json["result"] == {"content": [{"type": "text", "text": "hi"}]}
+            assert echoed.headers["mcp-session-id"] == session_id
+
+
+async def test_a_request_without_a_session_is_400_an_unknown_one_404_and_delete_ends_it() -> None:
+    async with running(legacy_server.build()) as http, HttpClient.connect(http) as client:
+        with anyio.fail_after(LIMIT):
+            missing = await client.post(legacy("tools/list", 1), {**BASE, "mcp-protocol-version": "2025-11-25"}, legacy=True)
+            assert missing.status == 400 and "Mcp-Session-Id" in missing.json["error"]["message"]
+            unknown = await client.post(legacy("tools/list", 2), session_headers("no-such-session"), legacy=True)
+            assert unknown.status == 404 and unknown.json["error"]["code"] == -32600
+            session_id = await initialize(client)
+            await client.send_request("DELETE", "/mcp", session_headers(session_id))
+            deleted = await client.read_reply()
+            assert deleted.status == 200
+            gone = await client.post(legacy("tools/list", 3), session_headers(session_id), legacy=True)
+            assert gone.status == 404
+            assert len(http.sessions) == 0
+
+
+async def test_a_failed_initialize_mints_no_session() -> None:
+    async with running(legacy_server.build()) as http, HttpClient.connect(http) as client:
+        with anyio.fail_after(LIMIT):
+            reply = await client.post(legacy("initialize", 0, capabilities={}), BASE, legacy=True)
+    assert reply.status == 400 and reply.json["error"]["code"] == -32602
+    assert "mcp-session-id" not in reply.headers and len(http.sessions) == 0
+
+
+async def test_sessions_are_bounded_and_a_flood_of_initialize_gets_a_clear_error() -> None:
+    async with running(legacy_server.build(), max_sessions=3) as http, HttpClient.connect(http) as client:
+        with anyio.fail_after(LIMIT):
+            ids = [await initialize(client) for _ in range(3)]
+            for attempt in range(20):
+                refused = await client.post(legacy("initialize", attempt, protocolVersion="2025-11-25", capabilities={}), BASE, legacy=True)
+                assert refused.status == 503 and "Too many open sessions (limit 3)" in refused.json["error"]["message"]
+            assert len(http.sessions) == 3
+            await client.send_request("DELETE", "/mcp", session_headers(ids[0]))
+            assert (await client.read_reply()).status == 200
+            await initialize(client)  # a freed place can be taken again
+
+
+async def test_idle_sessions_expire_and_are_freed() -> None:
+    async with running(legacy_server.build(), session_idle_timeout=0.2, keep_alive_timeout=0.1) as http:
+        async with HttpClient.connect(http) as client:
+            with anyio.fail_after(LIMIT):
+                session_id = await initialize(client)
+        with anyio.fail_after(LIMIT):  # the sweeper ends it; no request needed
+            while len(http.sessions):
+                await anyio.sleep(0.05)
+        async with HttpClient.connect(http) as client:
+            with anyio.fail_after(LIMIT):
+                gone = await client.post(legacy("ping", 1), session_headers(session_id), legacy=True)
+        assert gone.status == 404
+
+
+async def test_the_body_decides_the_era_and_legacy_traffic_needs_no_mcp_method_or_name() -> None:
+    async with running(legacy_server.build()) as http, HttpClient.connect(http) as client:
+        with anyio.fail_after(LIMIT):
+            modern = request("tools/call", 1, name="echo", arguments={"text": "modern"})
+            stateless = await client.post(modern, mcp_headers(modern, **{"mcp-protocol-version": "2025-11-25"}))
+            assert stateless.status == 400 and stateless.json["error"]["code"] == -32020  # modern by body; header disagrees
+            assert (await client.post(modern)).json["result"]["resultType"] == "complete"
+            session_id = await initialize(client)
+            plain = await client.post(legacy("tools/call", 2, name="echo", arguments={"text": "x"}), session_headers(session_id), legacy=True)
+            assert plain.status == 200  # no Mcp-Method, no Mcp-Name
+            without_version = {**BASE, "mcp-session-id": session_id}  # treated as 2025-03-26
+            assert (await client.post(legacy("ping", 3), without_version, legacy=True)).json["result"] == {}
+            no_meta = await client.post(legacy("tools/list", 4), {**BASE, "mcp-protocol-version": VERSION, "mcp-method": "tools/list"})
+            assert no_meta.status == 400 and no_meta.json["error"]["code"] == -32602  # a 2026 header stays modern
+
+
+async def test_an_elicitation_travels_on_the_calls_stream_and_the_posted_answer_completes_it() -> None:
+    async with running(legacy_server.build()) as http:
+        async with HttpClient.connect(http) as client, HttpClient.connect(http) as answers:
+            with anyio.fail_after(LIMIT):
+                session_id = await initialize(client, {"elicitation": {}})
+                stream = SseStream(client, "tools/call", legacy=True)
+                await stream.open(legacy("tools/call", 7, name="greet", arguments={}), session_headers(session_id))
+                asked = await stream.next()
+                assert asked is not None and asked["method"] == "elicitation/create" and "mode" in asked["params"]
+                answer = {"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"name": "Ada"}}}
+                taken = await answers.post(answer, session_headers(session_id), legacy=True)
+                assert taken.status == 202
+                final = await stream.next()
+                assert final is not None and final["id"] == 7 and final["result"]["content"][0]["text"] == "Hello, Ada!"
+                stale = await answers.post(answer, session_headers(session_id), legacy=True)
+                assert stale.status == 400  # nothing waits for that id any more
+
+
+async def test_the_standalone_stream_carries_list_changes_and_a_second_one_is_409() -> None:
+    async with running(legacy_server.build()) as http:
+        async with HttpClient.connect(http) as client, HttpClient.connect(http) as side, HttpClient.connect(http) as other:
+            with anyio.fail_after(LIMIT):
+                session_id = await initialize(client)
+                stream = SseStream(side, legacy=True)
+                head = await stream.open_get(session_headers(session_id))
+                assert head["mcp-session-id"] == session_id
+                await other.send_request("GET", "/mcp", {"accept": "text/event-stream", **session_headers(session_id)})
+                assert (await other.read_reply()).status == 409
+                await client.post(legacy("resources/subscribe", 1, uri="demo://note"), session_headers(session_id), legacy=True)
+                await client.post(legacy("tools/call", 2, name="add_tool", arguments={"name": "fresh"}), session_headers(session_id), legacy=True)
+                await client.post(legacy("tools/call", 3, name="touch", arguments={"uri": "demo://note"}), session_headers(session_id), legacy=True)
+                seen = [await stream.next(), await stream.next()]
+                assert [m["method"] for m in seen if m] == ["notifications/tools/list_changed", "notifications/resources/updated"]
+                await client.send_request("DELETE", "/mcp", session_headers(session_id))
+                assert (await client.read_reply()).status == 200
+                assert await stream.next() is None  # ending the session ends its stream
+
+
+async def test_dropping_a_legacy_post_stream_does_not_cancel_the_call() -> None:
+    async with running(legacy_server.build()) as http:
+        async with HttpClient.connect(http) as client:
+            with anyio.fail_after(LIMIT):
+                session_id = await initialize(client, {"elicitation": {}})
+        async with HttpClient.connect(http) as dropped:
+            stream = SseStream(dropped, "tools/call", legacy=True)
+            with anyio.fail_after(LIMIT):
+                await stream.open(legacy("tools/call", 9, name="greet", arguments={}), session_headers(session_id))
+                assert (await stream.next())["method"] == "elicitation/create"  # type: ignore[index]
+        session = http.sessions.get(session_id)
+        assert session is not None and 9 in session.calls  # still waiting: only notifications/cancelled cancels
+        async with HttpClient.connect(http) as client:
+            with anyio.fail_after(LIMIT):
+                note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9}}
+                assert (await client.post(note, session_headers(session_id), legacy=True)).status == 202
+                while 9 in session.calls:
+                    await anyio.sleep(0.01)
