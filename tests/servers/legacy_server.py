@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import anyio
+
 from mcpcore import Context, Elicit, InputRequired, Sample, Server
 
 NAME_FORM = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
@@ -44,6 +46,7 @@ def build() -> Server:
         for step in (1, 2, 3):
             await ctx.progress(step, total=3)
             await ctx.info(f"step {step}")
+            await anyio.sleep(0.02)  # work between reports (the TS v1 client drops progress that trails the result)
         return f"done for {ctx.client_info.get('name') if ctx.client_info else None} on {ctx.protocol_version}"
 
     @server.tool

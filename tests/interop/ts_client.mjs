@@ -1,0 +1,31 @@
+// The official TypeScript SDK v1 client against an mcpcore server: one run of every feature.
+//   node ts_client.mjs stdio COMMAND ARG...     |     node ts_client.mjs http URL
+// Prints one JSON object with what it saw; exits 1 on any error.
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+
+const [kind, target, ...args] = process.argv.slice(2);
+const transport = kind === "stdio"
+  ? new StdioClientTransport({ command: target, args, stderr: "inherit" })
+  : new StreamableHTTPClientTransport(new URL(target));
+const client = new Client({ name: "ts-interop", version: "1.0.0" }, { capabilities: { elicitation: {} } });
+client.setRequestHandler(ElicitRequestSchema, async () => ({ action: "accept", content: { name: "Ada" } }));
+
+const unicode = "line\u2028separator, nul \u0000, emoji 🙂🚀";
+const big = "x".repeat(1024 * 1024);
+await client.connect(transport);
+const seen = { protocolVersion: transport.protocolVersion ?? null, server: client.getServerVersion() };
+seen.tools = (await client.listTools()).tools.map((t) => t.name);
+seen.bigRoundTrip = (await client.callTool({ name: "echo", arguments: { text: big } })).content[0].text === big;
+seen.unicode = (await client.callTool({ name: "echo", arguments: { text: unicode } })).content[0].text === unicode;
+seen.resource = (await client.readResource({ uri: "demo://note" })).contents[0].text;
+seen.prompt = (await client.getPrompt({ name: "plan", arguments: { city: "Rome" } })).messages[0].content.text;
+const progress = [];
+await client.callTool({ name: "steps", arguments: {} }, undefined, { onprogress: (p) => progress.push(p.progress) });
+seen.progress = progress;
+seen.greeting = (await client.callTool({ name: "greet", arguments: {} })).content[0].text;
+if (kind !== "stdio") await transport.terminateSession(); // DELETE
+await client.close();
+console.log(JSON.stringify(seen));

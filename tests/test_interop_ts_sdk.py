@@ -1,0 +1,62 @@
+"""Interoperability with the official TypeScript SDK v1 client (npm `@modelcontextprotocol/sdk`, pinned).
+
+`tests/interop/ts_client.mjs` drives every feature (tools with a 1 MiB argument
+and Unicode text, a resource, a prompt, progress, an elicitation answered by its
+request handler) over stdio (it spawns `mcpcore run`) and over HTTP (a real
+server on 127.0.0.1). The client speaks the initialize handshake only, so this
+is the 2025-11-25 era. Its npm package is installed into `tests/interop/` with
+the machine's Node on first use.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import anyio
+import pytest
+
+from conftest import ROOT
+from http_client import running
+from servers import legacy_server
+
+pytestmark = pytest.mark.anyio
+INTEROP = ROOT / "tests" / "interop"
+
+
+@pytest.fixture(scope="module")
+def ts_client() -> list[str]:
+    node, npm = shutil.which("node"), shutil.which("npm")
+    assert node and npm, "the TypeScript interop tests need Node.js and npm on PATH"
+    if not (INTEROP / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json").exists():
+        subprocess.run([npm, "install", "--no-audit", "--no-fund", "--silent"], cwd=INTEROP, check=True, timeout=300)
+    return [node, str(INTEROP / "ts_client.mjs")]
+
+
+def expect_every_feature(output: bytes) -> dict:
+    seen = json.loads(output.decode().strip().splitlines()[-1])
+    assert seen["server"] == {"name": "legacy-tests", "version": "0.0.1"}
+    assert {"echo", "greet", "steps"} <= set(seen["tools"])
+    assert seen["bigRoundTrip"] is True and seen["unicode"] is True
+    assert seen["resource"] == "Remember to drink water." and seen["prompt"] == "Plan a trip to Rome."
+    assert seen["progress"] == [1, 2, 3] and seen["greeting"] == "Hello, Ada!"
+    return seen
+
+
+async def test_the_typescript_client_over_stdio(ts_client: list[str]) -> None:
+    command = [*ts_client, "stdio", sys.executable, "-m", "mcpcore", "run", str(ROOT / "tests" / "servers" / "legacy_server.py")]
+    with anyio.fail_after(60):
+        result = await anyio.run_process(command, cwd=ROOT, check=False)
+    assert result.returncode == 0, result.stderr.decode()
+    expect_every_feature(result.stdout)
+
+
+async def test_the_typescript_client_over_http(ts_client: list[str]) -> None:
+    async with running(legacy_server.build()) as http:
+        with anyio.fail_after(60):
+            result = await anyio.run_process([*ts_client, "http", http.url], cwd=ROOT, check=False)
+        assert len(http.sessions) == 0  # the client's DELETE on close ended its session
+    assert result.returncode == 0, result.stderr.decode()
+    assert expect_every_feature(result.stdout)["protocolVersion"] == "2025-11-25"
