@@ -103,6 +103,8 @@ def _parser() -> argparse.ArgumentParser:
                       help="an extra allowed Host name (repeatable)")
     http.add_argument("--max-body-bytes", type=int, help=f"largest accepted request body ({d.HTTP_MAX_BODY_BYTES // d.MIB} MiB)")
     http.add_argument("--max-connections", type=int, help=f"open connections before new ones get 503 ({d.HTTP_MAX_CONNECTIONS})")
+    http.add_argument("--max-sessions", type=int, help=f"live 2025-era sessions before initialize is refused "
+                      f"({d.HTTP_MAX_SESSIONS}; 0 with --workers)")
     http.add_argument("--workers", type=int, default=1, help="worker processes sharing the port (1)")
     http.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)  # set by the worker supervisor
     return parser
@@ -110,7 +112,7 @@ def _parser() -> argparse.ArgumentParser:
 
 _STDIO_OPTIONS = ("max_in_flight", "max_line_bytes", "grace_period")
 _HTTP_OPTIONS = ("max_in_flight", "grace_period", "host", "port", "path", "allowed_origins", "allowed_hosts",
-                 "max_body_bytes", "max_connections", "listen_fd")
+                 "max_body_bytes", "max_connections", "max_sessions", "listen_fd")
 
 
 def _without_option(argv: list[str], option: str) -> list[str]:
@@ -137,7 +139,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.workers > 1:
         if args.transport != "http":
             sys.exit("mcpcore: --workers needs --transport http")
-        worker_args = _without_option(argv, "--workers")
+        # A 2025-era session lives in one process, and the kernel spreads connections over all
+        # of them: workers serve the stateless wire only.
+        worker_args = _without_option(_without_option(argv, "--workers"), "--max-sessions") + ["--max-sessions", "0"]
         host, port, path = args.host or d.HTTP_HOST, args.port or d.HTTP_PORT, args.path or d.HTTP_PATH
         sys.exit(run_workers(worker_args, host, port, args.workers, path, args.log_level))
     names = _HTTP_OPTIONS if args.transport == "http" else _STDIO_OPTIONS

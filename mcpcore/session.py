@@ -175,6 +175,9 @@ class Sessions:
         Reserved places count against the limit, so concurrent `initialize` requests
         cannot overshoot it; `add` or `release` gives the place back.
         """
+        if self.limit == 0:
+            raise McpError(INVALID_REQUEST, "This server opens no 2025-era sessions (max_sessions=0; with --workers, "
+                           "because a session would live in one worker): use protocol 2026-07-28, or run one worker")
         self.expire()
         if len(self._live) + self._reserved >= self.limit:
             raise McpError(INVALID_REQUEST, f"Too many open sessions (limit {self.limit}); retry later or end one with DELETE")
