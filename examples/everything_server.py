@@ -137,6 +137,14 @@ async def test_tool_with_logging(ctx: Context) -> str:
     return "Logging complete"
 
 
+@server.tool
+async def test_reconnection(ctx: Context) -> str:
+    """SSE polling (SEP-1699): end the response stream early; the client resumes it with GET."""
+    await ctx.close_stream()
+    await anyio.sleep(0.1)
+    return "Reconnection test completed"
+
+
 # -- tools: asking the client (2025-era sessions get real requests) ------------
 
 

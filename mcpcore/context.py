@@ -102,6 +102,17 @@ class Context:
         if not self._call.cancelled:
             await self._writer.notify(encode_notification(method, params))
 
+    async def close_stream(self) -> None:
+        """End this call's HTTP response stream now, before the result (2025-11-25 sessions).
+
+        The call goes on; the client reconnects with `GET` and `Last-Event-ID` and
+        receives what follows, the result included (the SSE polling pattern). On
+        other wires there is no such stream, and nothing happens.
+        """
+        close = getattr(self._writer, "close_stream", None)
+        if close is not None:
+            await close()
+
     async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         """Report progress; sent only when the request carried a `progressToken`."""
         token = self.meta.get("progressToken")

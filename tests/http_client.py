@@ -50,7 +50,7 @@ def parse_sse(body: bytes) -> list[dict[str, Any]]:
                 data_lines.append(value)
             elif name == b"event":
                 kind = value.decode()
-        if data_lines:
+        if data_lines and any(data_lines):  # an event with an empty data line only primes a resumable stream
             assert kind == "message", f"unexpected SSE event type {kind}"
             events.append(orjson.loads(b"\n".join(data_lines)))
     return events
@@ -89,6 +89,12 @@ class Reply:
     def json(self) -> dict[str, Any]:
         assert self.headers.get("content-type") == "application/json", self.headers
         return orjson.loads(self.body)
+
+    @property
+    def response(self) -> dict[str, Any]:
+        """The JSON-RPC response, from a JSON body or as the last event of a stream."""
+        assert self.messages, self.body
+        return self.messages[-1]
 
 
 class HttpClient:
@@ -179,6 +185,7 @@ class SseStream:
         self.client = client
         self.method = method
         self.checker = check_legacy if legacy else check
+        self.event_ids: list[str] = []  # the `id:` of every event, in order
         self.raw = b""
         self.comments = 0
         self.ended = False
@@ -203,9 +210,13 @@ class SseStream:
         while True:
             if b"\n\n" in self._buffer:
                 block, self._buffer = self._buffer.split(b"\n\n", 1)
-                if all(line.startswith(b":") for line in block.split(b"\n")):
+                lines = block.split(b"\n")
+                self.event_ids += [line[4:].decode() for line in lines if line.startswith(b"id: ")]
+                if all(line.startswith(b":") for line in lines):
                     self.comments += 1
                     continue
+                if not any(line.startswith(b"data: ") and line[6:] for line in lines):
+                    continue  # a priming event: an id and no data
                 (message,) = parse_sse(block + b"\n\n")
                 return self.checker(message, self.method)
             if self.ended:

@@ -37,7 +37,7 @@ async def initialize(client: HttpClient, capabilities: dict[str, Any] | None = N
     """Open a session (initialize, then notifications/initialized); its id."""
     reply = await client.post(legacy("initialize", 0, protocolVersion=version, capabilities=capabilities or {}, clientInfo=CLIENT),
                               BASE, legacy=True)
-    assert reply.status == 200 and reply.json["result"]["protocolVersion"] == version, reply.body
+    assert reply.status == 200 and reply.response["result"]["protocolVersion"] == version, reply.body
     session_id = reply.headers["mcp-session-id"]
     note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
     accepted = await client.post(note, session_headers(session_id, version), legacy=True)
@@ -51,9 +51,9 @@ async def test_initialize_mints_a_visible_ascii_session_id_and_the_session_serve
             session_id = await initialize(client)
             assert session_id and all(0x21 <= ord(c) <= 0x7E for c in session_id) and len(session_id) >= 16
             tools = await client.post(legacy("tools/list", 1), session_headers(session_id), legacy=True)
-            assert "echo" in [t["name"] for t in tools.json["result"]["tools"]]
+            assert "echo" in [t["name"] for t in tools.response["result"]["tools"]]
             echoed = await client.post(legacy("tools/call", 2, name="echo", arguments={"text": "hi"}), session_headers(session_id), legacy=True)
-            assert echoed.json["result"] == {"content": [{"type": "text", "text": "hi"}]}
+            assert echoed.response["result"] == {"content": [{"type": "text", "text": "hi"}]}
             assert echoed.headers["mcp-session-id"] == session_id
 
 
@@ -61,9 +61,9 @@ async def test_a_request_without_a_session_is_400_an_unknown_one_404_and_delete_
     async with running(legacy_server.build()) as http, HttpClient.connect(http) as client:
         with anyio.fail_after(LIMIT):
             missing = await client.post(legacy("tools/list", 1), {**BASE, "mcp-protocol-version": "2025-11-25"}, legacy=True)
-            assert missing.status == 400 and "Mcp-Session-Id" in missing.json["error"]["message"]
+            assert missing.status == 400 and "Mcp-Session-Id" in missing.response["error"]["message"]
             unknown = await client.post(legacy("tools/list", 2), session_headers("no-such-session"), legacy=True)
-            assert unknown.status == 404 and unknown.json["error"]["code"] == -32600
+            assert unknown.status == 404 and unknown.response["error"]["code"] == -32600
             session_id = await initialize(client)
             await client.send_request("DELETE", "/mcp", session_headers(session_id))
             deleted = await client.read_reply()
@@ -77,7 +77,7 @@ async def test_a_failed_initialize_mints_no_session() -> None:
     async with running(legacy_server.build()) as http, HttpClient.connect(http) as client:
         with anyio.fail_after(LIMIT):
             reply = await client.post(legacy("initialize", 0, capabilities={}), BASE, legacy=True)
-    assert reply.status == 400 and reply.json["error"]["code"] == -32602
+    assert reply.status == 400 and reply.response["error"]["code"] == -32602
     assert "mcp-session-id" not in reply.headers and len(http.sessions) == 0
 
 
@@ -87,7 +87,7 @@ async def test_sessions_are_bounded_and_a_flood_of_initialize_gets_a_clear_error
             ids = [await initialize(client) for _ in range(3)]
             for attempt in range(20):
                 refused = await client.post(legacy("initialize", attempt, protocolVersion="2025-11-25", capabilities={}), BASE, legacy=True)
-                assert refused.status == 503 and "Too many open sessions (limit 3)" in refused.json["error"]["message"]
+                assert refused.status == 503 and "Too many open sessions (limit 3)" in refused.response["error"]["message"]
             assert len(http.sessions) == 3
             await client.send_request("DELETE", "/mcp", session_headers(ids[0]))
             assert (await client.read_reply()).status == 200
@@ -113,15 +113,15 @@ async def test_the_body_decides_the_era_and_legacy_traffic_needs_no_mcp_method_o
         with anyio.fail_after(LIMIT):
             modern = request("tools/call", 1, name="echo", arguments={"text": "modern"})
             stateless = await client.post(modern, mcp_headers(modern, **{"mcp-protocol-version": "2025-11-25"}))
-            assert stateless.status == 400 and stateless.json["error"]["code"] == -32020  # modern by body; header disagrees
-            assert (await client.post(modern)).json["result"]["resultType"] == "complete"
+            assert stateless.status == 400 and stateless.response["error"]["code"] == -32020  # modern by body; header disagrees
+            assert (await client.post(modern)).response["result"]["resultType"] == "complete"
             session_id = await initialize(client)
             plain = await client.post(legacy("tools/call", 2, name="echo", arguments={"text": "x"}), session_headers(session_id), legacy=True)
             assert plain.status == 200  # no Mcp-Method, no Mcp-Name
             without_version = {**BASE, "mcp-session-id": session_id}  # treated as 2025-03-26
-            assert (await client.post(legacy("ping", 3), without_version, legacy=True)).json["result"] == {}
+            assert (await client.post(legacy("ping", 3), without_version, legacy=True)).response["result"] == {}
             no_meta = await client.post(legacy("tools/list", 4), {**BASE, "mcp-protocol-version": VERSION, "mcp-method": "tools/list"})
-            assert no_meta.status == 400 and no_meta.json["error"]["code"] == -32602  # a 2026 header stays modern
+            assert no_meta.status == 400 and no_meta.response["error"]["code"] == -32602  # a 2026 header stays modern
 
 
 async def test_an_elicitation_travels_on_the_calls_stream_and_the_posted_answer_completes_it() -> None:
@@ -180,3 +180,45 @@ async def test_dropping_a_legacy_post_stream_does_not_cancel_the_call() -> None:
                 assert (await client.post(note, session_headers(session_id), legacy=True)).status == 202
                 while 9 in session.calls:
                     await anyio.sleep(0.01)
+
+
+async def test_a_2025_11_25_stream_is_resumable_after_the_handler_closes_it() -> None:
+    async with running(legacy_server.build()) as http:
+        async with HttpClient.connect(http) as client:
+            with anyio.fail_after(LIMIT):
+                session_id = await initialize(client)
+        async with HttpClient.connect(http) as polling:
+            stream = SseStream(polling, "tools/call", legacy=True)
+            with anyio.fail_after(LIMIT):
+                await stream.open(legacy("tools/call", 5, name="polled", arguments={}, _meta={"progressToken": "t"}), session_headers(session_id))
+                first = await stream.next()
+                assert first is not None and first["method"] == "notifications/progress"
+                assert await stream.next() is None  # the server ended the stream before the result
+        priming, last = stream.event_ids[0], stream.event_ids[-1]
+        assert priming.endswith(".1") and b"retry: 100" in stream.raw and b"id: " + priming.encode() + b"\nretry" in stream.raw
+        async with HttpClient.connect(http) as resumed:
+            rest = SseStream(resumed, "tools/call", legacy=True)
+            with anyio.fail_after(LIMIT):
+                await rest.open_get({**session_headers(session_id), "last-event-id": last})
+                progress = await rest.next()
+                result = await rest.next()
+                assert await rest.next() is None
+        assert progress is not None and progress["params"]["progress"] == 2
+        assert result is not None and result["id"] == 5 and result["result"]["content"][0]["text"] == "polled"
+        async with HttpClient.connect(http) as again:  # replayed from the store once more, from the same point
+            replay = SseStream(again, "tools/call", legacy=True)
+            with anyio.fail_after(LIMIT):
+                await replay.open_get({**session_headers(session_id), "last-event-id": last})
+                assert [(await replay.next()) is not None, (await replay.next())["id"]] == [True, 5]  # type: ignore[index]
+        async with HttpClient.connect(http) as unknown:
+            with anyio.fail_after(LIMIT):
+                await unknown.send_request("GET", "/mcp", {"accept": "text/event-stream", **session_headers(session_id), "last-event-id": "s99.1"})
+                assert (await unknown.read_reply()).status == 404
+
+
+async def test_older_sessions_keep_plain_json_replies() -> None:
+    async with running(legacy_server.build()) as http, HttpClient.connect(http) as client:
+        with anyio.fail_after(LIMIT):
+            session_id = await initialize(client, version="2025-06-18")
+            reply = await client.post(legacy("tools/call", 1, name="echo", arguments={"text": "x"}), session_headers(session_id, "2025-06-18"), legacy=True)
+    assert reply.headers["content-type"] == "application/json"

@@ -19,6 +19,7 @@ import asyncio
 import logging
 import socket
 import time
+import weakref
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable
@@ -46,6 +47,7 @@ from .httprules import (
     make_policy,
 )
 from .httpwriter import JSON_HEADERS, HttpWriter, Timer, response_head
+from .resume import StreamStore
 
 log = logging.getLogger(__name__)
 
@@ -320,7 +322,12 @@ class _Connection(WriteFlow):
             return self._next_cycle()
         call = Call(message, self.http.server.route(message), MappingProxyType(self._headers), self.peer, session=session)
         session.calls[message["id"]] = call
-        self._start(call, HttpWriter(self, self.http.config.sse_keepalive, self._session_headers))
+        sink = HttpWriter(self, self.http.config.sse_keepalive, self._session_headers)
+        if session.version == "2025-11-25":  # resumable: an SSE stream with event ids (resume.py)
+            self.call, self.writer = call, sink
+            self.http.runner.submit(call, self.http.stream_store(session).open(sink, self.close), self._finished)
+        else:
+            self._start(call, sink)
         return False
 
     def _legacy_notification(self, session: Session, message: dict[str, Any]) -> None:
@@ -354,8 +361,12 @@ class _Connection(WriteFlow):
             return self._next_cycle()
         if method == b"DELETE":
             self.http.sessions.end(found)
+            self.http.stores.pop(found, None)
             self.send(response_head(200, [(b"content-length", b"0")], self.http.closing), h11.EndOfMessage())
             return self._next_cycle()
+        last_event = self._headers.get("last-event-id")
+        if last_event is not None:
+            return self._resume(found, last_event)
         if found.streaming:
             self._answer(Rejection(409, McpError(INVALID_REQUEST, "This session's GET stream is already open")))
             return self._next_cycle()
@@ -365,6 +376,31 @@ class _Connection(WriteFlow):
         writer = HttpWriter(self, self.http.config.sse_keepalive, lambda: [(b"mcp-session-id", found.id.encode())])  # type: ignore[union-attr]
         self.writer = writer
         self.stream = self.loop.create_task(self._stream(found, writer))
+        return False
+
+    def _resume(self, session: Session, last_event: str) -> bool:
+        """GET with Last-Event-ID: the rest of a stream, after that event."""
+        store = self.http.stores.get(session)
+        stream = store.find(last_event) if store is not None else None
+        if stream is None:
+            why = f"Cannot resume after event {last_event!r}: it is unknown to this session or no longer stored"
+            self._answer(Rejection(404, McpError(INVALID_REQUEST, why)))
+            return self._next_cycle()
+        writer = HttpWriter(self, self.http.config.sse_keepalive, lambda: [(b"mcp-session-id", session.id.encode())])  # type: ignore[union-attr]
+        self.writer = writer
+
+        async def resume() -> None:
+            try:
+                await stream.resume(last_event, writer)
+            except asyncio.CancelledError:
+                pass
+            finally:
+                if stream.sink is writer:
+                    stream.sink = None
+                self.stream = self.writer = None
+                self._after(writer)
+
+        self.stream = self.loop.create_task(resume())
         return False
 
     async def _stream(self, session: Session, writer: HttpWriter) -> None:
@@ -470,6 +506,7 @@ class HttpServer:
         self.connections: set[_Connection] = set()
         self.runner = CallRunner(server, max_in_flight=self.config.max_in_flight, grace_period=self.config.grace_period)
         self.sessions = Sessions(self.config.max_sessions, self.config.session_idle_timeout, time.monotonic)
+        self.stores: weakref.WeakKeyDictionary[Session, StreamStore] = weakref.WeakKeyDictionary()
         self.closing = False
         self._stop = anyio.Event()
 
@@ -481,6 +518,13 @@ class HttpServer:
     def url(self) -> str:
         host = f"[{self.config.host}]" if ":" in self.config.host else self.config.host
         return f"http://{host}:{self.port}{self.config.path}"
+
+    def stream_store(self, session: Session) -> StreamStore:
+        """The resumable streams of a 2025-11-25 session."""
+        store = self.stores.get(session)
+        if store is None:
+            store = self.stores[session] = StreamStore()
+        return store
 
     def stop(self) -> None:
         """Stop accepting, end subscriptions gracefully, let in-flight calls finish

@@ -31,7 +31,7 @@ import h11
 
 from mcpcore.protocol import http_status
 
-from .sse import sse_comment, sse_event
+from .sse import sse_comment, sse_event, sse_priming
 
 JSON_HEADERS = [(b"content-type", b"application/json")]
 SSE_HEADERS = [
@@ -149,13 +149,35 @@ class HttpWriter:
         if self._advance(WriterEvent.OPEN) is not WriterState.ABORTED:
             await self._write([self._stream_head()])
 
-    async def notify(self, message: bytes) -> None:
+    async def prime(self, event_id: str, retry_ms: int) -> None:
+        """Open a resumable stream: the SSE headers and a priming event (an id, no data, `retry:`)."""
+        if self._advance(WriterEvent.OPEN) is not WriterState.ABORTED:
+            await self._write([self._stream_head(), h11.Data(data=sse_priming(event_id, retry_ms))])
+
+    async def notify(self, message: bytes, event_id: str | None = None) -> None:
         before = self._advance(WriterEvent.NOTIFY)
         if before is WriterState.ABORTED:
             return
         events: list[Any] = [self._stream_head()] if before is WriterState.DIRECT else []
-        events.append(h11.Data(data=sse_event(message)))
+        events.append(h11.Data(data=sse_event(message, event_id)))
         await self._write(events)
+
+    async def replay(self, events: list[tuple[bytes, str]], final: tuple[bytes, str] | None) -> None:
+        """Send stored events (opening the stream if need be) and, if the response is among them, end it.
+
+        Everything goes to the connection before the first await, so live events sent after
+        this call starts come after the replayed ones.
+        """
+        before = self._advance(WriterEvent.OPEN if self.state is WriterState.DIRECT else WriterEvent.NOTIFY)
+        if before is WriterState.ABORTED:
+            return
+        out: list[Any] = [self._stream_head()] if before is WriterState.DIRECT else []
+        out += [h11.Data(data=sse_event(message, event_id)) for message, event_id in events]
+        if final is not None:
+            self.state = TRANSITIONS[(self.state, WriterEvent.RESPOND)]
+            self._stop_ticking()
+            out += [h11.Data(data=sse_event(*final)), h11.EndOfMessage()]
+        await self._write(out)
 
     async def finish(self) -> None:
         """End a stream that carries no response (a standalone GET stream)."""
@@ -172,7 +194,7 @@ class HttpWriter:
         self._ticker = self.link.call_later(self.keepalive, self._tick)
         return self._head(200, SSE_HEADERS)
 
-    async def respond(self, message: bytes, error_code: int | None = None) -> None:
+    async def respond(self, message: bytes, error_code: int | None = None, event_id: str | None = None) -> None:
         before = self._advance(WriterEvent.RESPOND)
         if before is WriterState.ABORTED:
             return
@@ -181,7 +203,7 @@ class HttpWriter:
             headers = JSON_HEADERS + [(b"content-length", str(len(message)).encode())]
             events: list[Any] = [self._head(http_status(error_code), headers), h11.Data(data=message)]
         else:
-            events = [h11.Data(data=sse_event(message))]
+            events = [h11.Data(data=sse_event(message, event_id))]
         events.append(h11.EndOfMessage())
         await self._write(events)
 

@@ -50,6 +50,15 @@ def build() -> Server:
         return f"done for {ctx.client_info.get('name') if ctx.client_info else None} on {ctx.protocol_version}"
 
     @server.tool
+    async def polled(ctx: Context) -> str:
+        """Progress, then the stream ends early; the rest (more progress, the result) after a resume."""
+        await ctx.progress(1, total=2)
+        await ctx.close_stream()
+        await anyio.sleep(0.05)
+        await ctx.progress(2, total=2)
+        return "polled"
+
+    @server.tool
     def add_tool(name: str) -> str:
         """Register a tool at runtime (announces tools/list_changed)."""
         server.add_tool(lambda: name, name=name, description="added at runtime")
