@@ -16,6 +16,7 @@ clear. `Context` reads the session where the modern wire reads `_meta`.
 from __future__ import annotations
 
 import logging
+import secrets
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -186,16 +187,27 @@ class LegacyDispatcher:
                 for name, request in ask.requests.items():
                     wire = request.to_request()
                     wire_params = _for_version(wire.get("params"), session.version)  # type: ignore[arg-type]
-                    raw[name] = await session.request(wire["method"], wire_params, writer, INPUT_TIMEOUT)
+                    try:
+                        raw[name] = await session.request(wire["method"], wire_params, writer, INPUT_TIMEOUT)
+                    except McpError as failed:
+                        if route.method != "tools/call":
+                            raise  # a protocol error for prompts and resources
+                        text = f"Could not get input {name!r} from the client: {failed.message}"
+                        return {"content": [{"type": "text", "text": text}], "isError": True}
                 context.answers = read_answers(raw, payload["asked"])
                 context.state = payload["state"]
         raise McpError(INVALID_REQUEST, f"Gave up after {MAX_INPUT_ROUNDS} rounds of questions to the client")
 
 
 def _for_version(params: dict[str, Any] | None, version: str) -> dict[str, Any] | None:
-    """Request params as the negotiated version has them (no elicitation `mode` before 2025-11-25)."""
-    if params is not None and version < "2025-11-25" and params.get("mode") == "form":
-        params = {key: value for key, value in params.items() if key != "mode"}
+    """Request params as the negotiated version has them: no elicitation `mode` before
+    2025-11-25, and a fresh `elicitationId` for a URL elicitation (which that version requires)."""
+    if params is None:
+        return None
+    if version < "2025-11-25" and params.get("mode") == "form":
+        return {key: value for key, value in params.items() if key != "mode"}
+    if params.get("mode") == "url":
+        return {**params, "elicitationId": secrets.token_urlsafe(16)}
     return params
 
 

@@ -181,3 +181,15 @@ async def test_the_first_request_fixes_the_era_of_the_process() -> None:
             assert "result" in first
             late = await call(client, "initialize", 2, protocolVersion="2025-11-25", capabilities={}, clientInfo=CLIENT)
             assert late["error"]["code"] == -32600 and "stateless 2026-07-28 wire" in late["error"]["message"]
+
+
+async def test_a_client_refusing_a_request_makes_the_tool_call_an_error_result() -> None:
+    async with serve(SERVE_LEGACY, legacy=True) as client:
+        with anyio.fail_after(10):
+            await opened(client, capabilities={"elicitation": {}})
+            await client.send(legacy("tools/call", 1, name="greet", arguments={}))
+            asked = await client.read()
+            await client.send({"jsonrpc": "2.0", "id": asked["id"], "error": {"code": -1, "message": "user closed the dialog"}})
+            reply = await client.response_to(1)
+    assert reply["result"]["isError"] is True
+    assert "user closed the dialog" in reply["result"]["content"][0]["text"]
