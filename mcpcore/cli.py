@@ -105,6 +105,8 @@ def _parser() -> argparse.ArgumentParser:
     http.add_argument("--max-connections", type=int, help=f"open connections before new ones get 503 ({d.HTTP_MAX_CONNECTIONS})")
     http.add_argument("--max-sessions", type=int, help=f"live 2025-era sessions before initialize is refused "
                       f"({d.HTTP_MAX_SESSIONS}; 0 with --workers)")
+    http.add_argument("--session-idle-timeout", type=float, help="seconds a 2025-era session lives without "
+                      f"a request ({d.HTTP_SESSION_IDLE_TIMEOUT:g})")
     http.add_argument("--workers", type=int, default=1, help="worker processes sharing the port (1)")
     http.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)  # set by the worker supervisor
     return parser
@@ -112,7 +114,7 @@ def _parser() -> argparse.ArgumentParser:
 
 _STDIO_OPTIONS = ("max_in_flight", "max_line_bytes", "grace_period")
 _HTTP_OPTIONS = ("max_in_flight", "grace_period", "host", "port", "path", "allowed_origins", "allowed_hosts",
-                 "max_body_bytes", "max_connections", "max_sessions", "listen_fd")
+                 "max_body_bytes", "max_connections", "max_sessions", "session_idle_timeout", "listen_fd")
 
 
 def _without_option(argv: list[str], option: str) -> list[str]:
