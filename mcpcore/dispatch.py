@@ -39,6 +39,7 @@ from .wire import (
     encode_error,
     encode_raw_result,
     invalid_params,
+    request_params,
     unsupported_version,
 )
 
@@ -125,13 +126,11 @@ class Dispatcher:
 
     async def handle(self, call: Call, writer: Writer) -> None:
         """Answer one request: notifications (if any) then exactly one response."""
-        if call.session is not None:
-            await self.legacy.handle(call, writer)
-            return
         request_id = call.message.get("id")
         code = None
+        dispatch = self._dispatch if call.session is None else self.legacy.dispatch
         try:
-            response = encode_raw_result(request_id, await self._dispatch(call, writer))
+            response = encode_raw_result(request_id, await dispatch(call, writer))
         except McpError as error:
             code, response = error.code, encode_error(request_id, error)
         except Exception:  # a bug on our side or in user code outside a tool
@@ -145,11 +144,7 @@ class Dispatcher:
             call.route = self.route(call.message)
         route = call.route
         method = route.method
-        params = call.message.get("params")
-        if params is None:
-            params = {}
-        elif not isinstance(params, dict):
-            raise invalid_params("params must be a JSON object")
+        params = request_params(call.message)
         if method == "initialize":
             raise McpError(
                 METHOD_NOT_FOUND,

@@ -28,7 +28,6 @@ from .protocol import INPUT_METHODS, Route
 from .session import Session
 from .subscriptions import PROMPTS, RESOURCES, TOOLS
 from .wire import (
-    INTERNAL_ERROR,
     INVALID_REQUEST,
     LEGACY_VERSIONS,
     META_CAPABILITIES,
@@ -39,13 +38,13 @@ from .wire import (
     RESOURCE_NOT_FOUND,
     McpError,
     ResourceNotFound,
-    encode_error,
-    encode_raw_result,
     invalid_params,
+    request_params,
 )
 
 if TYPE_CHECKING:
     from .dispatch import Dispatcher, Handler
+
 
 log = logging.getLogger(__name__)
 
@@ -87,28 +86,15 @@ class LegacyDispatcher:
         elif method not in ("notifications/cancelled", "notifications/roots/list_changed", "notifications/progress"):
             log.debug("ignored a %s notification from a legacy client", method)
 
-    async def handle(self, call: Call, writer: Writer) -> None:
-        request_id = call.message.get("id")
-        code = None
-        try:
-            response = encode_raw_result(request_id, orjson.dumps(await self._dispatch(call, writer)))
-        except McpError as error:
-            code, response = error.code, encode_error(request_id, error)
-        except Exception:
-            log.exception("internal error answering legacy %s request %r", call.message.get("method"), request_id)
-            code, response = INTERNAL_ERROR, encode_error(request_id, McpError(INTERNAL_ERROR, "Internal error"))
-        if not call.cancelled:
-            await writer.respond(response, code)
+    async def dispatch(self, call: Call, writer: Writer) -> bytes:
+        """The serialized result of a session's request (McpError for an error response)."""
+        return orjson.dumps(await self._answer(call, writer))
 
-    async def _dispatch(self, call: Call, writer: Writer) -> dict[str, Any]:
+    async def _answer(self, call: Call, writer: Writer) -> dict[str, Any]:
         session = call.session
         assert session is not None
         method = call.message["method"]
-        params = call.message.get("params")
-        if params is None:
-            params = {}
-        elif not isinstance(params, dict):
-            raise invalid_params("params must be a JSON object")
+        params = request_params(call.message)
         if method == "initialize":
             return self._initialize(session, params)
         if not session.negotiated:

@@ -64,6 +64,16 @@ def invalid_params(message: str, data: Any = None) -> McpError:
     return McpError(INVALID_PARAMS, message, data)
 
 
+def request_params(message: dict[str, Any]) -> dict[str, Any]:
+    """A request's params: an object, or {} when absent (-32602 for anything else)."""
+    params = message.get("params")
+    if params is None:
+        return {}
+    if not isinstance(params, dict):
+        raise invalid_params("params must be a JSON object")
+    return params
+
+
 def missing_capability(required: dict[str, Any]) -> McpError:
     names = ", ".join(sorted(required))
     return McpError(

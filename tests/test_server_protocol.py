@@ -8,7 +8,7 @@ import base64
 
 import pytest
 
-from conftest import ALL_VERSIONS, VERSION, meta, request
+from conftest import ALL_VERSIONS, meta, request
 from memory import error_of, exchange, result_of
 from mcpcore import Server
 from wire_schema import validator

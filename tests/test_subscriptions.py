@@ -22,13 +22,12 @@ import orjson
 import pytest
 
 from conftest import ROOT, request
-from http_client import HttpClient, SseStream, mcp_headers, parse_sse, running
+from http_client import HttpClient, SseStream, mcp_headers, running
 from mcpcore.subscriptions import PROMPTS, RESOURCE, RESOURCES, TOOLS, Change, Filter, LocalBus, Subscriber
 from mcpcore import Call
 from memory import MemoryWriter, exchange
 from servers import listen_server
 from stdio_client import StdioClient, serve
-from wire_schema import check
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,6 @@ from conftest import ALL_VERSIONS
 from mcpcore.wire import (
     INVALID_PARAMS,
     INVALID_REQUEST,
-    LATEST_VERSION,
     METHOD_NOT_FOUND,
     NOTIFICATION,
     REQUEST,

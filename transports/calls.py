@@ -30,7 +30,7 @@ import orjson
 from mcpcore.call import Call, Writer
 from mcpcore.server import Server
 from mcpcore.session import Session
-from mcpcore.wire import INVALID_REQUEST, PARSE_ERROR, McpError, classify, readable_id
+from mcpcore.wire import INVALID_REQUEST, PARSE_ERROR, McpError, classify, is_request_id, readable_id
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,13 @@ def take_response(message: dict[str, Any], session: Session | None) -> McpError 
     if session.deliver(message):
         return None
     return McpError(INVALID_REQUEST, f"No request of this server is waiting for a response with id {message.get('id')!r}")
+
+
+def cancelled_request(message: dict[str, Any]) -> Any:
+    """The request id a `notifications/cancelled` names, or None when it names no valid id."""
+    params = message.get("params")
+    request_id = params.get("requestId") if isinstance(params, dict) else None
+    return request_id if is_request_id(request_id) else None
 
 
 class CallRunner:

@@ -32,9 +32,9 @@ from mcpcore import defaults
 from mcpcore.call import Call
 from mcpcore.server import Server
 from mcpcore.session import Session, Sessions, new_session_id
-from mcpcore.wire import INVALID_REQUEST, NOTIFICATION, REQUEST, RESPONSE, McpError, encode_error, is_request_id
+from mcpcore.wire import INVALID_REQUEST, NOTIFICATION, REQUEST, RESPONSE, McpError, encode_error
 
-from .calls import CallRunner
+from .calls import CallRunner, cancelled_request
 from .flow import WriteFlow
 from .httprules import (
     Policy,
@@ -332,9 +332,7 @@ class _Connection(WriteFlow):
 
     def _legacy_notification(self, session: Session, message: dict[str, Any]) -> None:
         if message["method"] == "notifications/cancelled":
-            params = message.get("params")
-            request_id = params.get("requestId") if isinstance(params, dict) else None
-            call = session.calls.get(request_id) if is_request_id(request_id) else None
+            call = session.calls.get(cancelled_request(message))
             if call is not None:
                 call.cancel()
         else:

@@ -27,9 +27,9 @@ from mcpcore.defaults import STDIO_GRACE_PERIOD, STDIO_MAX_IN_FLIGHT, STDIO_MAX_
 from mcpcore.protocol import claims_modern
 from mcpcore.server import Server
 from mcpcore.session import Session
-from mcpcore.wire import INVALID_REQUEST, NOTIFICATION, REQUEST, RESPONSE, McpError, encode_error, is_request_id
+from mcpcore.wire import INVALID_REQUEST, NOTIFICATION, REQUEST, RESPONSE, McpError, encode_error
 
-from .calls import CallRunner, Malformed, read_message, take_response
+from .calls import CallRunner, Malformed, cancelled_request, read_message, take_response
 from .flow import WriteFlow
 
 log = logging.getLogger(__name__)
@@ -261,9 +261,7 @@ class StdioSession:
 
     def _notified(self, message: dict[str, Any]) -> None:
         if message["method"] == "notifications/cancelled":
-            params = message.get("params")
-            request_id = params.get("requestId") if isinstance(params, dict) else None
-            call = self.calls.get(request_id) if is_request_id(request_id) else None
+            call = self.calls.get(cancelled_request(message))
             if call is not None:
                 call.cancel()
         elif self.session is not None and not claims_modern(message):
