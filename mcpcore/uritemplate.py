@@ -39,7 +39,7 @@ class UriTemplate:
             position = expression.end()
             pattern.append(self._expression(expression.group(1)))
         pattern.append(self._literal(template[position:]))
-        self._regex = re.compile("^" + "".join(pattern) + "$")
+        self._regex = re.compile("".join(pattern))  # fullmatch: `$` would also match before a final newline
 
     def _literal(self, text: str) -> str:
         if "{" in text or "}" in text:
@@ -57,7 +57,11 @@ class UriTemplate:
         groups = []
         for spec, name in zip(specs, names):
             label = f"{re.escape(name)}=" if operator == ";" else ""
-            item = f"(?:{value})(?:{separator}(?:{value}))*" if spec.endswith("*") else value
+            # An exploded list repeats `value` around its separator, unless `value` already
+            # matches the separator (+ and #): nesting the two quantifiers would backtrack
+            # exponentially on a URI that almost matches.
+            explode = spec.endswith("*") and operator not in ("+", "#")
+            item = f"(?:{value})(?:{separator}(?:{value}))*" if explode else value
             groups.append(f"{label}(?P<v{self.variables.index(name)}>{item})")
         optional = "?" if operator in ("#", ";") else ""
         return f"(?:{prefix}{separator.join(groups)}){optional}"
@@ -74,7 +78,7 @@ class UriTemplate:
 
     def match(self, uri: str) -> dict[str, str] | None:
         """The variables of a matching URI, or None if it does not match."""
-        found = self._regex.match(uri)
+        found = self._regex.fullmatch(uri)
         if found is None:
             return None
         from urllib.parse import parse_qsl, unquote  # first use only: keeps idle memory down

@@ -252,10 +252,12 @@ class Validator:
         if "maxItems" in schema and len(value) > schema["maxItems"]:
             raise SchemaViolation(path, f"allows at most {schema['maxItems']} items, got {len(value)}")
         if schema.get("uniqueItems"):
-            for i in range(len(value)):
-                for j in range(i):
-                    if _equal(value[i], value[j]):
-                        raise SchemaViolation(_join(path, i), "repeats an earlier item; items must be unique")
+            seen: set[Any] = set()  # linear: each item's canonical form is hashed once
+            for index, item in enumerate(value):
+                key = self._canonical(item, path)
+                if key in seen:
+                    raise SchemaViolation(_join(path, index), "repeats an earlier item; items must be unique")
+                seen.add(key)
         if "contains" in schema:
             if not any(self._matches(v, schema["contains"], depth) for v in value):
                 raise SchemaViolation(path, "contains no item of the required kind")
@@ -275,6 +277,30 @@ class Validator:
             branch = "then" if self._matches(value, schema["if"], depth) else "else"
             if branch in schema:
                 self._check(value, schema[branch], path, depth + 1)
+
+    def _canonical(self, value: Any, path: str) -> Any:
+        """A hashable form equal exactly when the JSON values are equal (1 == 1.0, never True == 1),
+        built without recursion and counted against the step budget."""
+        out: list[Any] = []
+        stack: list[Any] = [value]
+        while stack:
+            node = stack.pop()
+            self._steps += 1
+            if self._steps > _MAX_STEPS:
+                raise SchemaViolation(path, "the value is too large to validate")
+            if isinstance(node, _Close):
+                items = out[len(out) - node.count :]
+                del out[len(out) - node.count :]
+                out.append(("l", tuple(items)) if node.kind == "l" else ("d", frozenset(zip(node.keys, items))))
+            elif isinstance(node, list):
+                stack.append(_Close("l", len(node), ()))
+                stack.extend(reversed(node))
+            elif isinstance(node, dict):
+                stack.append(_Close("d", len(node), tuple(node)))
+                stack.extend(reversed(list(node.values())))
+            else:
+                out.append(("b", node) if isinstance(node, bool) else ("v", node))
+        return out[0]
 
     def _matches(self, value: Any, schema: Any, depth: int) -> bool:
         try:
@@ -320,6 +346,15 @@ def _remainder(value: float, step: float) -> Any:
     from decimal import Decimal  # rare path; keeps idle memory down
 
     return Decimal(repr(value)) % Decimal(repr(step))
+
+
+class _Close:
+    """A marker on `_canonical`'s stack: the last `count` results form one array or object."""
+
+    __slots__ = ("kind", "count", "keys")
+
+    def __init__(self, kind: str, count: int, keys: tuple[str, ...]) -> None:
+        self.kind, self.count, self.keys = kind, count, keys
 
 
 def _equal(a: Any, b: Any) -> bool:

@@ -164,3 +164,15 @@ def test_prefix_modifier_keeps_the_plain_name() -> None:
     template = UriTemplate("x/{id:3}")
     assert template.variables == ["id"]
     assert template.match("x/abc") == {"id": "abc"}
+
+
+def test_an_exploded_reserved_variable_matches_without_backtracking() -> None:
+    template = UriTemplate("list://{+items*}/end")
+    assert template.match("list://a,b,c/end") == {"items": "a,b,c"}
+    assert template.match("list://" + "," * 5000 + "!") is None  # exponential before: 3 s at 24 commas
+    fragment = UriTemplate("doc{#parts*}")
+    assert fragment.match("doc#a,b") == {"parts": "a,b"} and fragment.match("doc#" + "," * 5000 + "\n") is None
+
+
+def test_a_trailing_newline_does_not_slip_past_the_end_of_a_reserved_match() -> None:
+    assert UriTemplate("file://{+path}").match("file:///tmp/a\n") is None

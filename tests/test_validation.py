@@ -553,3 +553,34 @@ def test_the_fast_check_never_accepts_what_the_full_validator_rejects(schema: di
             valid = False
         if quick(value):
             assert valid, (schema, value)
+
+
+# -- uniqueItems is linear (a 4 MiB body must not freeze the server) ----------
+
+
+def test_unique_items_of_many_distinct_values_validate_in_one_pass() -> None:
+    Validator({"type": "array", "uniqueItems": True}).validate([f"tag-{i}" for i in range(200_000)])
+
+
+@pytest.mark.parametrize(("items", "index"), [
+    (["a", "b", "a"], 2),
+    ([1, 2, 1.0], 2),
+    ([{"x": 1, "y": [1, {"z": None}]}, {"y": [1.0, {"z": None}], "x": 1}], 1),
+    ([[1, [2]], [1, [2]]], 1),
+])
+def test_unique_items_finds_json_equal_repeats(items: list, index: int) -> None:
+    assert violation(items, {"type": "array", "uniqueItems": True}).path == f"[{index}]"
+
+
+@pytest.mark.parametrize("items", [[True, 1], [False, 0], ["1", 1], [None, False], [[1], [True]], [{"a": 1}, {"a": 1, "b": 1}]])
+def test_unique_items_keeps_booleans_numbers_strings_and_shapes_apart(items: list) -> None:
+    assert matches(items, {"type": "array", "uniqueItems": True})
+
+
+def test_unique_items_on_deeply_nested_values_needs_no_recursion() -> None:
+    deep: list = []
+    node = deep
+    for _ in range(5000):
+        node.append([])
+        node = node[0]
+    Validator({"type": "array", "uniqueItems": True}).validate([deep, [1]])
