@@ -866,3 +866,12 @@ async def test_a_tool_sees_the_request_headers_and_the_peer_address(server) -> N
     host, port = facts["peer"][:2]
     assert facts["agent"] == "mcpcore-tests/1" and host == "127.0.0.1" and isinstance(port, int) and port > 0
     assert facts["principal"] is None  # nothing authenticates yet
+
+
+@pytest.mark.parametrize("origin", ["http://[::1", "http://[abc]"])
+async def test_an_unparsable_origin_is_403_and_the_connection_stays_usable(server, origin: str) -> None:
+    async with running(server) as http, HttpClient.connect(http) as client:
+        with anyio.fail_after(LIMIT):
+            reply = await client.post(echo(5), mcp_headers(echo(5), origin=origin))
+            error_of(reply, 403, -32600)
+            assert (await client.post(echo(6))).json["id"] == 6

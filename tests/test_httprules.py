@@ -92,7 +92,7 @@ def test_get_needs_to_accept_an_event_stream_and_delete_needs_nothing_more() -> 
 # -- check_head: Origin -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("origin", ["http://evil.example.com", "https://attacker.test:8000", "null", "file://", "http://localhost.evil.com", "http://127.0.0.1.nip.io"])
+@pytest.mark.parametrize("origin", ["http://evil.example.com", "https://attacker.test:8000", "null", "file://", "http://localhost.evil.com", "http://127.0.0.1.nip.io", "http://[::1", "http://[abc]"])
 def test_foreign_origin_is_403(origin: str) -> None:
     rejection = rejected(check_head(LOCAL, "POST", "/mcp", head(origin=origin)), 403)
     assert rejection.error.code == INVALID_REQUEST and rejection.request_id is None

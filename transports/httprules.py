@@ -110,10 +110,14 @@ def _origin_allowed(policy: Policy, origin: str, host_header: str | None) -> boo
     normalized = origin.rstrip("/").lower()
     if normalized in policy.allowed_origins:
         return True
-    parts = urlsplit(normalized)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(normalized)
+        hostname = parts.hostname
+    except ValueError:  # e.g. "http://[::1": not a URL at all
         return False
-    if policy.loopback and is_loopback(parts.hostname):
+    if parts.scheme not in ("http", "https") or not hostname:
+        return False
+    if policy.loopback and is_loopback(hostname):
         return True
     return host_header is not None and parts.netloc == host_header.lower()
 
