@@ -41,7 +41,8 @@ class _Readable:
 
     def contents(self, uri: str, value: Any) -> list[dict[str, Any]]:
         """A function's return value as `resources/read` contents."""
-        items = value if isinstance(value, list) and all(isinstance(v, EmbeddedResource) for v in value) else [value]
+        embedded = isinstance(value, list) and value and all(isinstance(v, EmbeddedResource) for v in value)
+        items = value if embedded else [value]  # an empty list is JSON `[]`, not "no contents"
         contents = []
         for item in items:
             if isinstance(item, EmbeddedResource):

@@ -57,11 +57,11 @@ async def _serve(server: Server, transport: str, options: dict[str, Any]) -> Non
                     log.info("serving %r at %s", server.name, http.url)
                 else:  # a worker: stop with the supervisor
                     tasks.start_soon(_stop_when_orphaned, http.stop)
-            if not server.sealer.configured:
-                log.warning(
-                    "requestState is sealed with a random per-process key; set MCPCORE_STATE_KEYS "
-                    "(or Server(state_keys=...)) so that several server processes accept each other's state"
-                )
+                if not server.sealer.configured:  # said at start, while someone reads it
+                    log.warning(
+                        "requestState is sealed with a random per-process key; set MCPCORE_STATE_KEYS "
+                        "(or Server(state_keys=...)) so that several server processes accept each other's state"
+                    )
         else:
             from .transports.stdio import open_stdio
 

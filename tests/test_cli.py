@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from conftest import ROOT
 from mcpcore import Server
 from mcpcore.cli import TargetError, load_target
 
@@ -88,3 +92,15 @@ def test_worker_arguments_drop_the_workers_option_in_both_spellings() -> None:
 
     assert _without_option(["run", "s.py", "--workers", "2", "--port", "1"], "--workers") == ["run", "s.py", "--port", "1"]
     assert _without_option(["run", "--workers=3", "s.py"], "--workers") == ["run", "s.py"]
+
+
+def test_the_random_key_warning_comes_at_start_not_at_shutdown() -> None:
+    command = [sys.executable, "-m", "mcpcore", "run", str(ROOT / "examples" / "echo_server.py"), "--transport", "http", "--port", "0"]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "MCPCORE_STATE_KEYS": ""})
+    try:
+        assert process.stderr is not None
+        first = [process.stderr.readline() for _ in range(2)]  # both lines arrive while the server runs
+        assert "serving 'echo'" in first[0] and "random per-process key" in first[1]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(10)

@@ -875,3 +875,24 @@ async def test_an_unparsable_origin_is_403_and_the_connection_stays_usable(serve
             reply = await client.post(echo(5), mcp_headers(echo(5), origin=origin))
             error_of(reply, 403, -32600)
             assert (await client.post(echo(6))).json["id"] == 6
+
+
+async def test_repeated_param_headers_on_the_wire_are_400_32020(server) -> None:
+    message = request("tools/call", 3, name="headed", arguments={"region": "us, eu"})
+    async with running(server) as http, HttpClient.connect(http) as client:
+        with anyio.fail_after(LIMIT):
+            fields = conforming_raw(client, message) + [("mcp-param-region", "us"), ("mcp-param-region", "eu")]
+            body = orjson.dumps(message)
+            data = client.conn.send(h11.Request(method="POST", target="/mcp", headers=fields))
+            await client.stream.send(data + client.conn.send(h11.Data(data=body)) + client.conn.send(h11.EndOfMessage()))
+            reply = await client.read_reply()
+    error_of(reply, 400, -32020, 3)
+
+
+async def test_a_five_thousand_digit_integer_header_is_400_32020(server) -> None:
+    message = request("tools/call", 4, name="headed", arguments={"count": 7})
+    async with running(server) as http, HttpClient.connect(http) as client:
+        with anyio.fail_after(LIMIT):
+            reply = await client.post(message, mcp_headers(message, **{"mcp-param-count": "9" * 5000}))
+            error_of(reply, 400, -32020, 4)
+            assert (await client.post(echo(5))).json["id"] == 5

@@ -604,3 +604,15 @@ def test_status_for(code: int | None, status: int) -> None:
 def test_param_header_present_while_the_argument_is_absent_is_rejected() -> None:
     message = call(region=None)
     mismatch(check_mcp_headers(mcp(message, mcp_param_region="eu"), message, routed(message, PARAMS)), 1, "Mcp-Param-Region", "is not")
+
+
+def test_a_repeated_mcp_header_is_a_mismatch_even_when_the_joined_value_matches() -> None:
+    message = call(region="us, eu")
+    headers = mcp(message, mcp_param_region="us, eu")
+    mismatch(check_mcp_headers(headers, message, routed(message, PARAMS), frozenset({"mcp-param-region"})), 1, "more than once")
+    assert check_mcp_headers(headers, message, routed(message, PARAMS), frozenset({"accept"})) is None
+
+
+def test_an_integer_header_of_thousands_of_digits_is_a_mismatch_not_a_crash() -> None:
+    message = call(count=7)
+    mismatch(check_mcp_headers(mcp(message, mcp_param_count="9" * 5000), message, routed(message, PARAMS)), 1, "Mcp-Param-Count")

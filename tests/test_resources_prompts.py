@@ -660,3 +660,10 @@ async def test_completion_result_messages_are_complete_results_with_server_info(
     assert result["resultType"] == "complete"
     assert result["completion"]["values"] == ["rust", "ruby"]
     assert writer.notifications == []
+
+
+async def test_a_json_resource_returning_an_empty_list_sends_the_json_text() -> None:
+    server = Server("empty")
+    server.add_resource(lambda: [], "mem://empty")
+    result = await result_of(server, request("resources/read", uri="mem://empty"))
+    assert result["contents"] == [{"uri": "mem://empty", "mimeType": "application/json", "text": "[]"}]

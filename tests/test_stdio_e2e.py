@@ -264,3 +264,14 @@ async def test_a_tool_traceback_goes_to_stderr_through_logging_and_the_log_level
         assert (b"Traceback" in errors and b"tool failure marker x1" in errors) is shown, errors
         if shown:
             assert b"mcpcore: tool 'fails' raised" in errors
+
+
+@pytest.mark.parametrize("loose", [True, 1.0, "1", [1]])
+async def test_a_cancellation_matches_only_the_exact_request_id(tmp_path, loose) -> None:
+    marker = tmp_path / "cancelled"
+    async with serve(SERVE_E2E) as client:
+        with anyio.fail_after(10):
+            await client.send(request("tools/call", 1, name="sleep_then_reply", arguments={"seconds": 0.3}))
+            await client.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": loose}})
+            reply = await client.response_to(1)
+    assert reply["result"]["content"][0]["text"] == "slept 0.3" and not marker.exists()

@@ -75,16 +75,22 @@ class HttpConfig:
     listen_fd: int | None = None  # an inherited listening socket (worker processes)
 
 
-def _header_map(raw: list[tuple[bytes, bytes]]) -> tuple[dict[str, str], int]:
-    """Request headers by lower-case name (repeats joined with ", ") and their size in bytes."""
+def _header_map(raw: list[tuple[bytes, bytes]]) -> tuple[dict[str, str], int, frozenset[str]]:
+    """Request headers by lower-case name (repeats joined with ", "), their size in bytes,
+    and the names that came more than once."""
     headers: dict[str, str] = {}
+    repeated: set[str] = set()
     size = 0
     for name, value in raw:
         size += len(name) + len(value) + 4
         key = name.decode("ascii").lower()
         text = value.decode("latin-1")
-        headers[key] = f"{headers[key]}, {text}" if key in headers else text
-    return headers, size
+        if key in headers:
+            repeated.add(key)
+            headers[key] = f"{headers[key]}, {text}"
+        else:
+            headers[key] = text
+    return headers, size, frozenset(repeated)
 
 
 class _Connection(WriteFlow):
@@ -105,6 +111,7 @@ class _Connection(WriteFlow):
         self._reading_paused = False
         self._request: h11.Request | None = None
         self._headers: dict[str, str] = {}
+        self._repeated: frozenset[str] = frozenset()
         self._body: list[bytes] = []
         self._body_size = 0
         self._refusal: Rejection | None = None  # answer once the refused request's body is read
@@ -220,7 +227,7 @@ class _Connection(WriteFlow):
 
     def _on_head(self, request: h11.Request) -> None:
         self._request = request
-        self._headers, head_size = _header_map(request.headers.raw_items())
+        self._headers, head_size, self._repeated = _header_map(request.headers.raw_items())
         self._body, self._body_size, self._refusal = [], 0, None
         if head_size + len(request.target) > self.http.config.max_header_bytes:
             limit = self.http.config.max_header_bytes
@@ -268,7 +275,7 @@ class _Connection(WriteFlow):
         if self.http.closing:
             return self._stopping(message["id"])
         route = self.http.server.route(message)
-        mismatch = check_mcp_headers(self._headers, message, route)
+        mismatch = check_mcp_headers(self._headers, message, route, self._repeated)
         if mismatch is not None:
             self._answer(mismatch)
             return self._next_cycle()

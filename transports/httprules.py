@@ -255,7 +255,10 @@ def _same_value(kind: str, header: str, value: Any) -> bool:
             return False
         if not _INTEGER.fullmatch(header):
             return False
-        return int(header.split(".")[0]) == value
+        digits = header.split(".")[0]
+        if len(digits.lstrip("-")) > 400:  # far beyond any JSON number; int() would refuse past 4,300 digits
+            return False
+        return int(digits) == value
     return isinstance(value, str) and header == value
 
 
@@ -275,9 +278,14 @@ def _disagreement(
     return None if same(decoded, value) else f"{name} {decoded!r} differs from {what} {value!r}"
 
 
-def check_mcp_headers(headers: Mapping[str, str], message: dict[str, Any], route: Route) -> Rejection | None:
-    """Header/body agreement for a request (-32020 when they disagree)."""
+def check_mcp_headers(
+    headers: Mapping[str, str], message: dict[str, Any], route: Route, repeated: frozenset[str] = frozenset()
+) -> Rejection | None:
+    """Header/body agreement for a request (-32020 when they disagree; a repeated MCP header never agrees)."""
     request_id = message["id"]
+    twice = sorted(name for name in repeated if name.startswith("mcp-"))
+    if twice:
+        return _mismatch(f"the {twice[0]} header came more than once; send each MCP header once", request_id)
     params = message.get("params")
     params = params if isinstance(params, dict) else {}
     meta = params.get("_meta")
