@@ -19,6 +19,7 @@ HTTP_HOST = "127.0.0.1"
 HTTP_PORT = 8000
 HTTP_PATH = "/mcp"
 HTTP_MAX_BODY_BYTES = 4 * MIB
+HTTP_MAX_BODY_CHUNKS = 16384  # pieces (chunked encoding, or reads) one body may arrive in
 HTTP_MAX_HEADER_BYTES = 64 * 1024
 HTTP_MAX_CONNECTIONS = 1000  # open connections before new ones get 503
 HTTP_MAX_IN_FLIGHT = 1024  # concurrent calls before new ones wait for a slot

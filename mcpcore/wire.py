@@ -105,6 +105,23 @@ NOTIFICATION = "notification"
 RESPONSE = "response"
 
 
+MAX_NESTING = 128  # levels of arrays and objects a message may nest; replies can then always be encoded
+
+
+def too_deep(value: Any, limit: int = MAX_NESTING) -> bool:
+    """Whether `value` nests arrays and objects deeper than `limit` (iterative: no recursion limit)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
 def classify(message: Any) -> str:
     """Say what a parsed message is, or raise `McpError(INVALID_REQUEST)`."""
     if isinstance(message, list):

@@ -10,6 +10,7 @@ import logging
 from typing import Any
 
 import anyio
+import orjson
 import pytest
 
 from conftest import request
@@ -186,3 +187,23 @@ def test_a_response_on_the_stateless_wire_is_refused_because_no_request_of_ours_
 def test_a_response_to_a_session_is_delivered_only_to_a_request_waiting_for_it() -> None:
     problem = take_response({"jsonrpc": "2.0", "id": "mcpcore-unknown", "result": {}}, Session("s"))
     assert problem is not None and "no request of this server is waiting" in problem.message.lower()
+
+
+@pytest.mark.parametrize("where", ["arguments", "meta", "token"])
+def test_a_message_nesting_deeper_than_the_bound_is_refused_with_its_id(where: str) -> None:
+    deep = "[" * 300 + '"x"' + "]" * 300  # as text: orjson itself would not write it
+    arguments = f'{{"text":{deep}}}' if where == "arguments" else '{"text":"t"}'
+    meta = {"meta": f',"io.modelcontextprotocol/logLevel":{deep}', "token": f',"progressToken":{deep}'}.get(where, "")
+    body = (f'{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"echo","arguments":{arguments},'
+            f'"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28"{meta}}}}}}}')
+    verdict = read_message(body.encode())
+    assert isinstance(verdict, Malformed) and verdict.error.code == INVALID_REQUEST and verdict.request_id == 7
+    assert "deeper than 128 levels" in verdict.error.message
+
+
+def test_nesting_at_the_bound_is_accepted() -> None:
+    deep: object = 1
+    for _ in range(120):
+        deep = {"k": deep}
+    verdict = read_message(orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "m", "params": {"v": deep}}))
+    assert isinstance(verdict, Inbound)

@@ -896,3 +896,65 @@ async def test_a_five_thousand_digit_integer_header_is_400_32020(server) -> None
             reply = await client.post(message, mcp_headers(message, **{"mcp-param-count": "9" * 5000}))
             error_of(reply, 400, -32020, 4)
             assert (await client.post(echo(5))).json["id"] == 5
+
+
+async def test_a_body_nesting_too_deep_is_400_with_its_id_and_the_server_keeps_serving(server) -> None:
+    deep = "[" * 1000 + "1" + "]" * 1000
+    body = f'{{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{{"name":"echo","arguments":{{"text":{deep}}}}}}}'.encode()
+    message = request("tools/call", 8, name="echo")
+    async with running(server) as http, HttpClient.connect(http) as client:
+        with anyio.fail_after(LIMIT):
+            reply = await client.post(message, raw=body)
+            error = error_of(reply, 400, -32600, 8)
+            assert "deeper than 128 levels" in error["message"]
+            assert (await client.post(echo(9))).json["id"] == 9
+
+
+def chunked(body: bytes, size: int) -> bytes:
+    """`body` in chunked encoding, `size` bytes a chunk, with the terminating chunk."""
+    pieces = [body[i : i + size] for i in range(0, len(body), size)]
+    return b"".join(f"{len(p):x}\r\n".encode() + p + b"\r\n" for p in pieces) + b"0\r\n\r\n"
+
+
+async def test_a_body_in_too_many_tiny_chunks_is_400_and_the_server_serves_on(server) -> None:
+    async with running(server, max_body_chunks=500) as http:
+        async with HttpClient.connect(http) as client:
+            message = echo(1, "x" * 4000)
+            headers = [(k, v) for k, v in conforming_raw(client, message) if k != "content-length"]
+            with anyio.fail_after(LIMIT):
+                await client.stream.send(raw_head(headers + [("transfer-encoding", "chunked")]) + chunked(orjson.dumps(message), 2))
+                prime(client)
+                reply = await client.read_reply()
+            error = error_of(reply, 400, -32600)
+            assert "more than 500 chunks" in error["message"] and reply.headers["connection"] == "close"
+        async with HttpClient.connect(http) as client:  # a body in a few large chunks is served
+            message = echo(2, "y" * 4000)
+            headers = [(k, v) for k, v in conforming_raw(client, message) if k != "content-length"]
+            with anyio.fail_after(LIMIT):
+                await client.stream.send(raw_head(headers + [("transfer-encoding", "chunked")]) + chunked(orjson.dumps(message), 512))
+                prime(client)
+                reply = await client.read_reply()
+            assert reply.json["result"]["content"][0]["text"] == "y" * 4000
+
+
+@pytest.mark.parametrize("phase", ["head", "body"])
+async def test_a_client_trickling_one_byte_at_a_time_still_meets_its_deadline(server, phase: str) -> None:
+    async with running(server, header_timeout=0.3, body_timeout=0.3) as http, HttpClient.connect(http) as client:
+        message = echo(1, "x" * 200)
+        body = orjson.dumps(message)
+        head = raw_head(conforming_raw(client, message))
+        trickle = head if phase == "head" else body
+        if phase == "body":
+            await client.stream.send(head)
+        answered = b""
+        with anyio.fail_after(LIMIT):
+            for byte in trickle:  # each byte comes well inside the timeout; the total does not
+                try:
+                    await client.stream.send(bytes([byte]))
+                except (anyio.BrokenResourceError, ConnectionResetError):
+                    break
+                with anyio.move_on_after(0.05):
+                    answered += await client.stream.receive()
+                if answered:
+                    break
+        assert answered.startswith(b"HTTP/1.1 408"), answered[:80]

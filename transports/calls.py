@@ -30,7 +30,7 @@ import orjson
 from mcpcore.call import Call, Writer
 from mcpcore.server import Server
 from mcpcore.session import Session
-from mcpcore.wire import INVALID_REQUEST, PARSE_ERROR, McpError, classify, is_request_id, readable_id
+from mcpcore.wire import INVALID_REQUEST, MAX_NESTING, PARSE_ERROR, McpError, classify, is_request_id, readable_id, too_deep
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,9 @@ def read_message(data: bytes) -> Inbound | Malformed:
         kind = classify(message)
     except McpError as error:
         return Malformed(error, readable_id(message))
+    if too_deep(message):  # orjson writes at most 254 levels; Python recurses at most 1000
+        why = f"The message nests arrays and objects deeper than {MAX_NESTING} levels"
+        return Malformed(McpError(INVALID_REQUEST, why), readable_id(message))
     return Inbound(kind, message)
 
 

@@ -21,4 +21,6 @@ class WriteFlow(asyncio.Protocol):
 
     async def drain(self) -> None:
         if self._drained is not None:
-            await self._drained
+            # Shielded: several writers may wait on the one future, and a cancelled
+            # waiter must not cancel it for the others.
+            await asyncio.shield(self._drained)

@@ -62,6 +62,7 @@ class HttpConfig:
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
     max_body_bytes: int = defaults.HTTP_MAX_BODY_BYTES
+    max_body_chunks: int = defaults.HTTP_MAX_BODY_CHUNKS
     max_header_bytes: int = defaults.HTTP_MAX_HEADER_BYTES
     max_connections: int = defaults.HTTP_MAX_CONNECTIONS
     max_in_flight: int = defaults.HTTP_MAX_IN_FLIGHT
@@ -112,8 +113,10 @@ class _Connection(WriteFlow):
         self._request: h11.Request | None = None
         self._headers: dict[str, str] = {}
         self._repeated: frozenset[str] = frozenset()
-        self._body: list[bytes] = []
-        self._body_size = 0
+        self._phase: str | None = None  # what the current deadline is for: "head", "body" or "idle"
+        self._body = bytearray()  # one buffer: a body in tiny chunks must not cost an object per chunk
+        self._body_size = 0  # every byte, kept or dropped
+        self._body_chunks = 0
         self._refusal: Rejection | None = None  # answer once the refused request's body is read
 
     # -- asyncio callbacks ------------------------------------------------
@@ -127,6 +130,7 @@ class _Connection(WriteFlow):
             busy = Rejection(503, McpError(INVALID_REQUEST, "Too many connections; retry shortly"), None, (("retry-after", "1"),))
             self._refuse_now(busy)
             return
+        self._phase = "head"
         self._set_timer(self.http.config.header_timeout)
 
     def data_received(self, data: bytes) -> None:
@@ -215,20 +219,29 @@ class _Connection(WriteFlow):
             self.close()
 
     def _waiting(self) -> None:
-        """Arm the timer that fits what we are waiting for."""
+        """Arm the deadline that fits what we are waiting for, once per phase.
+
+        A head and a body each get one total deadline from their first byte; more
+        bytes do not extend it, so a client trickling one byte at a time still times out.
+        """
+        config = self.http.config
         if self.h11.their_state is h11.SEND_BODY:
-            self._set_timer(self.http.config.body_timeout)
+            phase, seconds = "body", config.body_timeout
         elif self.h11.trailing_data[0]:
-            self._set_timer(self.http.config.header_timeout)
+            phase, seconds = "head", config.header_timeout
         elif self.http.closing:
             self.close()  # idle while shutting down
+            return
         else:
-            self._set_timer(self.http.config.keep_alive_timeout)
+            phase, seconds = "idle", config.keep_alive_timeout
+        if phase != self._phase:
+            self._phase = phase
+            self._set_timer(seconds)
 
     def _on_head(self, request: h11.Request) -> None:
         self._request = request
         self._headers, head_size, self._repeated = _header_map(request.headers.raw_items())
-        self._body, self._body_size, self._refusal = [], 0, None
+        self._body, self._body_size, self._body_chunks, self._refusal = bytearray(), 0, 0, None
         if head_size + len(request.target) > self.http.config.max_header_bytes:
             limit = self.http.config.max_header_bytes
             raise h11.RemoteProtocolError(f"headers exceed the limit of {limit} bytes", error_status_hint=431)
@@ -243,16 +256,22 @@ class _Connection(WriteFlow):
             self.send(h11.InformationalResponse(status_code=100, headers=[]))
 
     def _on_body(self, data: bytes) -> None:
+        config = self.http.config
+        self._body_chunks += 1
         self._body_size += len(data)
-        if self._body_size > self.http.config.max_body_bytes:
-            limit = self.http.config.max_body_bytes
+        if self._body_size > config.max_body_bytes:
+            limit = config.max_body_bytes
             self._refuse_now(Rejection(413, McpError(INVALID_REQUEST, f"Body exceeds the limit of {limit} bytes")))
+        elif self._body_chunks > config.max_body_chunks:  # each chunk costs parsing time: bound their number
+            why = f"Body arrives in more than {config.max_body_chunks} chunks; send larger chunks"
+            self._refuse_now(Rejection(400, McpError(INVALID_REQUEST, why)))
         elif self._refusal is None:
-            self._body.append(data)
+            self._body += data
 
     def _on_end(self) -> bool:
         """A whole request arrived: answer it now or start its call. True to keep reading."""
         self._cancel_timer()
+        self._phase = None
         if self._refusal is not None:
             self._answer(self._refusal)
             return self._next_cycle()
@@ -260,8 +279,8 @@ class _Connection(WriteFlow):
         if self._request.method != b"POST":
             return self._session_request(self._request.method)
         session_id = self._headers.get("mcp-session-id")
-        inbound = check_body(b"".join(self._body), self.http.sessions.get(session_id) if session_id else None)
-        self._body = []
+        inbound = check_body(bytes(self._body), self.http.sessions.get(session_id) if session_id else None)
+        self._body = bytearray()
         if isinstance(inbound, Rejection):
             self._answer(inbound)
             return self._next_cycle()
