@@ -81,6 +81,8 @@ class Sealer:
             given = _unb64(mac)
         except (binascii.Error, ValueError):
             given = b""
+        if _b64(given) != mac:  # one canonical spelling only: no padding, no +/, no stray low bits
+            given = b""
         if not any(compare_digest(given, self._mac(key, body)) for key in self.keys):
             raise invalid_params("Invalid requestState: it was modified or not issued by this server")
         try:

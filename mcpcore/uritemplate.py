@@ -32,6 +32,7 @@ class UriTemplate:
         self.template = template
         self.variables: list[str] = []
         self._query_vars: list[str] = []
+        self._simple: set[str] = set()  # variables of plain {var} expressions: one path segment
         pattern = []
         position = 0
         for expression in _EXPRESSION.finditer(template):
@@ -54,6 +55,8 @@ class UriTemplate:
             self._query_vars.extend(names)
             return r"(?:[?&](?P<q%d>[^#]*))?" % len(self.variables)
         prefix, separator, value = _OPERATORS[operator]
+        if operator == "":
+            self._simple.update(names)
         groups = []
         for spec, name in zip(specs, names):
             label = f"{re.escape(name)}=" if operator == ";" else ""
@@ -87,10 +90,14 @@ class UriTemplate:
         for group, text in found.groupdict().items():
             if text is None:
                 continue
-            if group[0] == "q":
-                for key, item in parse_qsl(text, keep_blank_values=True):
+            if group[0] == "q":  # "+" is a plus sign in a URI, not a space as in a form
+                for key, item in parse_qsl(text.replace("+", "%2B"), keep_blank_values=True):
                     if key in self._query_vars:
                         values[key] = item
             else:
-                values[self.variables[int(group[1:])]] = unquote(text)
+                name = self.variables[int(group[1:])]
+                value = unquote(text)
+                if name in self._simple and "/" in value:
+                    return None  # a plain {var} is one segment: an encoded "/" must not smuggle in a path
+                values[name] = value
         return values

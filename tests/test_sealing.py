@@ -237,3 +237,18 @@ def test_binding_tells_apart_what_names_a_request() -> None:
     digests = {binding(*base)} | {binding(*v) for v in variants}
     assert len(digests) == len(variants) + 1
     assert binding(*base) == binding(*base)
+
+
+def test_only_the_canonical_spelling_of_a_token_opens() -> None:
+    sealer = Sealer([b"k" * 32])
+    token = sealer.seal({"state": 1}, BOUND)
+    version, body, mac = token.split(".")
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    same_bytes = mac[:-1] + alphabet[alphabet.index(mac[-1]) ^ 1]  # the last character's unused low bits
+    assert unb64(same_bytes) == unb64(mac)
+    spellings = [f"{version}.{body}.{mac}==", f"{version}.{body}.{same_bytes}"]
+    if set(mac) & set("-_"):
+        spellings.append(f"{version}.{body}.{mac.replace('-', '+').replace('_', '/')}")
+    assert sealer.open(token, BOUND)["state"] == 1
+    for spelling in spellings:
+        assert "modified or not issued" in refused(sealer, spelling)

@@ -176,3 +176,15 @@ def test_an_exploded_reserved_variable_matches_without_backtracking() -> None:
 
 def test_a_trailing_newline_does_not_slip_past_the_end_of_a_reserved_match() -> None:
     assert UriTemplate("file://{+path}").match("file:///tmp/a\n") is None
+
+
+def test_a_plain_variable_never_decodes_to_a_path() -> None:
+    template = UriTemplate("files://{name}")
+    assert template.match("files://..%2F..%2Fetc%2Fpasswd") is None
+    assert template.match("files://notes%20v2.txt") == {"name": "notes v2.txt"}
+    assert UriTemplate("files://{+path}").match("files://a%2Fb") == {"path": "a/b"}  # reserved: paths are its job
+
+
+def test_a_plus_in_a_query_value_stays_a_plus() -> None:
+    assert UriTemplate("search://q{?term}").match("search://q?term=c++") == {"term": "c++"}
+    assert UriTemplate("search://q{?term}").match("search://q?term=a%20b") == {"term": "a b"}
