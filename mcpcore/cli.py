@@ -41,14 +41,19 @@ def _import(location: str) -> ModuleType:
         if not os.path.isfile(path):
             raise TargetError(f"no file {path}")
         name = os.path.splitext(os.path.basename(path))[0]
+        if name in sys.modules or name in sys.stdlib_module_names:  # e.g. http.py must not replace `http`
+            name = f"_mcpcore_target_{name}"
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:
             raise TargetError(f"cannot import {path} as Python")
         module = importlib.util.module_from_spec(spec)
-        sys.path.insert(0, os.path.dirname(path))
+        # Its folder goes last, so its neighbours import but never shadow the standard library.
+        sys.path.append(os.path.dirname(path))
         sys.modules[name] = module
         spec.loader.exec_module(module)
         return module
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())  # `pkg.module` from the project folder, as `python -m` finds it
     try:
         return importlib.import_module(location)
     except ModuleNotFoundError as error:
@@ -72,17 +77,20 @@ def load_target(target: str) -> Server:
             return found
         raise TargetError(f"{location}:{name} is a {type(found).__name__}, not an mcpcore Server")
     if attr is None:
-        servers = [v for v in vars(module).values() if isinstance(v, Server)]
+        servers = {key: v for key, v in vars(module).items() if isinstance(v, Server)}
         if len(servers) == 1:
-            return servers[0]
+            return next(iter(servers.values()))
+        if len(servers) > 1:
+            named = ", ".join(sorted(servers))
+            raise TargetError(f"{location} holds {len(servers)} Servers ({named}); name one, e.g. {location}:{min(servers)}")
     raise TargetError(f"{location} has no attribute {' / '.join(names)} holding an mcpcore Server")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mcpcore", description="Run Model Context Protocol servers.")
+    parser = argparse.ArgumentParser(prog="mcpcore", description="Run Model Context Protocol servers.", allow_abbrev=False)
     parser.add_argument("--version", action="version", version=f"mcpcore {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    runner = commands.add_parser("run", help="serve a server defined in a file or module")
+    runner = commands.add_parser("run", help="serve a server defined in a file or module", allow_abbrev=False)
     runner.add_argument("target", help="path/to/file.py[:attr] or package.module[:attr]")
     runner.add_argument("--transport", choices=TRANSPORTS, default="stdio")
     runner.add_argument("--log-level", choices=LEVELS, default=DEFAULT_LEVEL,
@@ -113,6 +121,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 _STDIO_OPTIONS = ("max_in_flight", "max_line_bytes", "grace_period")
+_HTTP_ONLY = ("host", "port", "path", "allowed_origins", "allowed_hosts", "max_body_bytes", "max_connections",
+              "max_sessions", "session_idle_timeout")
 _HTTP_OPTIONS = ("max_in_flight", "grace_period", "host", "port", "path", "allowed_origins", "allowed_hosts",
                  "max_body_bytes", "max_connections", "max_sessions", "session_idle_timeout", "listen_fd")
 
@@ -138,13 +148,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         server = load_target(args.target)
     except TargetError as error:
         sys.exit(f"mcpcore: cannot load {args.target!r}: {error}")
+    if args.transport != "http":
+        given = [f"--{name.replace('_', '-')}" for name in _HTTP_ONLY if getattr(args, name) is not None]
+        if args.workers > 1:
+            given.append("--workers")
+        if given:
+            sys.exit(f"mcpcore: {', '.join(given)} needs --transport http")
     if args.workers > 1:
-        if args.transport != "http":
-            sys.exit("mcpcore: --workers needs --transport http")
         # A 2025-era session lives in one process, and the kernel spreads connections over all
         # of them: workers serve the stateless wire only.
         worker_args = _without_option(_without_option(argv, "--workers"), "--max-sessions") + ["--max-sessions", "0"]
-        host, port, path = args.host or d.HTTP_HOST, args.port or d.HTTP_PORT, args.path or d.HTTP_PATH
+        host, path = args.host or d.HTTP_HOST, args.path or d.HTTP_PATH
+        port = d.HTTP_PORT if args.port is None else args.port  # 0: any free port
         sys.exit(run_workers(worker_args, host, port, args.workers, path, args.log_level))
     names = _HTTP_OPTIONS if args.transport == "http" else _STDIO_OPTIONS
     options = {name: getattr(args, name) for name in names if getattr(args, name) is not None}

@@ -38,7 +38,11 @@ async def _stop_on_signals(stop: Callable[[], None], scope: anyio.CancelScope) -
 
 
 async def _stop_when_orphaned(stop: Callable[[], None]) -> None:
-    parent = os.getppid()
+    """A worker stops once its supervisor is gone (it names itself, so a death before we got here counts)."""
+    from .transports.workers import SUPERVISOR_ENV
+
+    named = os.environ.get(SUPERVISOR_ENV, "")
+    parent = int(named) if named.isdigit() else os.getppid()
     while os.getppid() == parent:
         await anyio.sleep(1)
     stop()

@@ -104,3 +104,40 @@ def test_the_random_key_warning_comes_at_start_not_at_shutdown() -> None:
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(10)
+
+
+def test_two_servers_in_a_file_are_ambiguous_and_the_message_says_how_to_choose(tmp_path: Path) -> None:
+    target = write(tmp_path / "two_servers.py", "from mcpcore import Server\nalpha = Server('a')\nbeta = Server('b')\n")
+    with pytest.raises(TargetError, match=r"holds 2 Servers \(alpha, beta\); name one, e.g. .*:alpha"):
+        load_target(target)
+
+
+def test_a_target_named_like_a_stdlib_module_does_not_shadow_it(tmp_path: Path) -> None:
+    target = write(tmp_path / "http.py", SERVER_SOURCE.format(name="server", label="shadow"))
+    import http.client  # noqa: F401  (the standard library's, imported before)
+
+    assert load_target(target).name == "shadow"
+    assert str(tmp_path) not in (sys.modules["http"].__file__ or "") and sys.path[0] != str(tmp_path)
+
+
+def test_a_dotted_target_is_found_from_the_working_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    package = tmp_path / "cwd_pkg_for_cli_test"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    write(package / "srv.py", SERVER_SOURCE.format(name="server", label="from-cwd"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    assert load_target("cwd_pkg_for_cli_test.srv:server").name == "from-cwd"
+
+
+@pytest.mark.parametrize("option", [["--port", "9"], ["--host", "0.0.0.0"], ["--workers", "2"]])
+def test_http_options_without_the_http_transport_are_refused(option: list[str]) -> None:
+    result = subprocess.run([sys.executable, "-m", "mcpcore", "run", str(ROOT / "examples" / "echo_server.py"), *option],
+                            capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert result.returncode != 0 and f"{option[0]} needs --transport http" in result.stderr
+
+
+def test_an_abbreviated_option_is_not_taken_for_another() -> None:
+    result = subprocess.run([sys.executable, "-m", "mcpcore", "run", str(ROOT / "examples" / "echo_server.py"), "--work", "2"],
+                            capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert result.returncode == 2 and "unrecognized arguments: --work" in result.stderr

@@ -25,6 +25,7 @@ from mcpcore.sealing import KEYS_ENV
 
 log = logging.getLogger(__name__)
 
+SUPERVISOR_ENV = "MCPCORE_SUPERVISOR_PID"
 CRASH_WINDOW = 10.0  # seconds
 CRASH_LIMIT = 5  # crashes within the window before giving up
 STOP_TIMEOUT = 15.0
@@ -42,6 +43,7 @@ def supervise(worker_args: Sequence[str], host: str, port: int, workers: int, pa
     sock = bind(host, port)
     env = dict(os.environ)
     env.setdefault(KEYS_ENV, secrets.token_urlsafe(32))  # one sealing key for the whole group
+    env[SUPERVISOR_ENV] = str(os.getpid())  # a worker that outlives us notices, even if we died while it started
     command = [sys.executable, "-m", "mcpcore", *worker_args, "--listen-fd", str(sock.fileno())]
     shown = f"[{host}]" if ":" in host else host
     log.info("%d workers serving at http://%s:%d%s", workers, shown, sock.getsockname()[1], path)
