@@ -160,10 +160,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         worker_args = _without_option(_without_option(argv, "--workers"), "--max-sessions") + ["--max-sessions", "0"]
         host, path = args.host or d.HTTP_HOST, args.path or d.HTTP_PATH
         port = d.HTTP_PORT if args.port is None else args.port  # 0: any free port
-        sys.exit(run_workers(worker_args, host, port, args.workers, path, args.log_level))
+        try:
+            sys.exit(run_workers(worker_args, host, port, args.workers, path, args.log_level, tuple(args.allowed_hosts or ())))
+        except ValueError as error:
+            sys.exit(f"mcpcore: {error}")
     names = _HTTP_OPTIONS if args.transport == "http" else _STDIO_OPTIONS
     options = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
     for name in ("allowed_origins", "allowed_hosts"):
         if name in options:
             options[name] = tuple(options[name])
-    run(server, args.transport, log_level=args.log_level, **options)
+    try:
+        run(server, args.transport, log_level=args.log_level, **options)
+    except ValueError as error:  # a configuration the transport refuses, said in one line
+        sys.exit(f"mcpcore: {error}")

@@ -49,11 +49,12 @@ async def _stop_when_orphaned(stop: Callable[[], None]) -> None:
 
 
 async def _serve(server: Server, transport: str, options: dict[str, Any]) -> None:
+    if transport == "http":  # built first: a refused configuration raises plainly, not in a task group
+        from .transports.http import HttpConfig, HttpServer
+
+        http = HttpServer(server, HttpConfig(**options))
     async with anyio.create_task_group() as tasks:
         if transport == "http":
-            from .transports.http import HttpConfig, HttpServer
-
-            http = HttpServer(server, HttpConfig(**options))
             tasks.start_soon(_stop_on_signals, http.stop, tasks.cancel_scope)
             async with anyio.create_task_group() as serving:
                 await serving.start(http.serve)
@@ -94,9 +95,16 @@ def run(server: Server, transport: str = "stdio", *, log_level: str = DEFAULT_LE
         os._exit(0)
 
 
-def run_workers(worker_args: Sequence[str], host: str, port: int, workers: int, path: str, log_level: str) -> int:
+def run_workers(
+    worker_args: Sequence[str], host: str, port: int, workers: int, path: str, log_level: str, allowed_hosts: tuple[str, ...]
+) -> int:
     """Supervise `workers` HTTP worker processes on one socket; return the exit status."""
+    from .transports.httprules import public_bind_refusal
     from .transports.workers import supervise
+
+    refusal = public_bind_refusal(host, allowed_hosts)
+    if refusal is not None:
+        raise ValueError(refusal)  # before binding: every worker would refuse it
 
     configure(log_level)
     return supervise(worker_args, host, port, workers, path)

@@ -141,3 +141,12 @@ def test_an_abbreviated_option_is_not_taken_for_another() -> None:
     result = subprocess.run([sys.executable, "-m", "mcpcore", "run", str(ROOT / "examples" / "echo_server.py"), "--work", "2"],
                             capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
     assert result.returncode == 2 and "unrecognized arguments: --work" in result.stderr
+
+
+@pytest.mark.parametrize("workers", [[], ["--workers", "2"]])
+def test_a_public_bind_without_an_allowed_host_list_is_refused_with_the_fix(workers: list[str]) -> None:
+    command = [sys.executable, "-m", "mcpcore", "run", str(ROOT / "examples" / "echo_server.py"), "--transport", "http",
+               "--host", "0.0.0.0", "--port", "0", *workers]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 1 and "--allow-host" in result.stderr and "DNS rebinding" in result.stderr
+    assert result.stderr.count("\n") == 1  # one line, no traceback

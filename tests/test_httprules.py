@@ -616,3 +616,12 @@ def test_a_repeated_mcp_header_is_a_mismatch_even_when_the_joined_value_matches(
 def test_an_integer_header_of_thousands_of_digits_is_a_mismatch_not_a_crash() -> None:
     message = call(count=7)
     mismatch(check_mcp_headers(mcp(message, mcp_param_count="9" * 5000), message, routed(message, PARAMS)), 1, "Mcp-Param-Count")
+
+
+def test_a_public_bind_needs_an_allowed_host_list() -> None:
+    from mcpcore.transports.httprules import public_bind_refusal
+
+    assert public_bind_refusal("127.0.0.1", ()) is None and public_bind_refusal("::1", ()) is None
+    assert public_bind_refusal("0.0.0.0", ("api.example.com",)) is None
+    refusal = public_bind_refusal("0.0.0.0", ())
+    assert refusal is not None and "--allow-host" in refusal

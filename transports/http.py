@@ -45,6 +45,7 @@ from .httprules import (
     is_legacy,
     legacy_session,
     make_policy,
+    public_bind_refusal,
 )
 from .httpwriter import JSON_HEADERS, HttpWriter, Timer, response_head
 from .resume import StreamStore
@@ -525,6 +526,9 @@ class HttpServer:
     def __init__(self, server: Server, config: HttpConfig | None = None) -> None:
         self.server = server
         self.config = config or HttpConfig()
+        refusal = public_bind_refusal(self.config.host, self.config.allowed_hosts)
+        if refusal is not None:
+            raise ValueError(refusal)
         self.port = self.config.port
         self.policy: Policy = self._policy(self.port)
         self.connections: set[_Connection] = set()

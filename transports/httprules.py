@@ -74,6 +74,14 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def public_bind_refusal(host: str, allowed_hosts: tuple[str, ...]) -> str | None:
+    """Why a bind address may not be served as configured (None when it may)."""
+    if is_loopback(host) or allowed_hosts:
+        return None
+    return (f"serving on {host} needs the host names clients use (--allow-host NAME, or "
+            "HttpConfig(allowed_hosts=...)): without that list any site could reach this server through DNS rebinding")
+
+
 def make_policy(
     host: str, port: int, path: str, allowed_hosts: tuple[str, ...] = (), allowed_origins: tuple[str, ...] = (),
     max_body_bytes: int = HTTP_MAX_BODY_BYTES,
