@@ -96,7 +96,7 @@ class Prompt:
         unknown = sorted(set(arguments) - known)
         if unknown and not self.info.accepts_any:
             raise invalid_params(f"Prompt {self.key!r} has no argument {unknown[0]!r}; it takes {sorted(known)}")
-        value = await self.info.invoke(dict(arguments), context)
+        value = await self.info.invoke_reporting(dict(arguments), context, f"Prompt {self.key!r}", {"name": self.key})
         result: dict[str, Any] = {}
         if self.description:
             result["description"] = self.description

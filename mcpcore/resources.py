@@ -62,7 +62,10 @@ class _Readable:
         return contents
 
     async def read(self, uri: str, variables: dict[str, str], context: Context) -> list[dict[str, Any]]:
-        value = await self.info.invoke(_from_text(self.info, uri, variables), context)
+        missing = [p.name for p in self.info.params if p.required and p.name not in variables]
+        if missing:  # e.g. `search://q{?term}` read as `search://q`
+            raise invalid_params(f"Resource URI {uri!r} gives no value for {', '.join(missing)}", {"uri": uri})
+        value = await self.info.invoke_reporting(_from_text(self.info, uri, variables), context, f"Reading {uri!r}", {"uri": uri})
         return self.contents(uri, value)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import typing
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -18,6 +19,9 @@ import anyio.to_thread
 from .context import Context
 from .inputs import InputRequired
 from .typeschema import Converter, converter_for, jsonable_default, schema_for, split_annotated
+from .wire import INTERNAL_ERROR, McpError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,10 @@ class Param:
     required: bool
     default: Any
     convert: Converter
+
+
+def _type_name(hint: Any) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
 
 
 class FunctionInfo:
@@ -90,8 +98,22 @@ class FunctionInfo:
         kwargs = dict(arguments) if self.accepts_any else {}
         for param in self.params:
             if param.name in arguments:
-                kwargs[param.name] = param.convert(arguments[param.name])
+                try:
+                    kwargs[param.name] = param.convert(arguments[param.name])
+                except (TypeError, ValueError) as error:  # valid JSON the Python type cannot hold, e.g. a set of lists
+                    raise ValueError(f"{param.name}: cannot be made a {_type_name(param.hint)} ({error})") from None
         return kwargs
+
+    async def invoke_reporting(self, kwargs: dict[str, Any], context: Context | None, what: str, data: Any) -> Any:
+        """`invoke`, with a failure of the function answered as one clear, non-leaking -32603
+        naming `what` failed (its traceback goes to the log); protocol errors and questions pass."""
+        try:
+            return await self.invoke(kwargs, context)
+        except (McpError, InputRequired):
+            raise
+        except Exception as error:
+            log.exception("%s: %s() raised", what, self.name)
+            raise McpError(INTERNAL_ERROR, f"{what} failed ({type(error).__name__})", data) from None
 
     async def invoke(self, kwargs: dict[str, Any], context: Context | None) -> Any:
         """Call the function: in this task if async, else in a worker thread."""

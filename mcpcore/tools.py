@@ -93,7 +93,10 @@ class Tool:
             self.validator.validate(arguments)
         except SchemaViolation as violation:
             return _error_result(f"Invalid arguments for tool {self.key!r}: {violation}")
-        kwargs = arguments if self.raw_schema else self.info.convert(arguments)
+        try:
+            kwargs = arguments if self.raw_schema else self.info.convert(arguments)
+        except ValueError as error:
+            return _error_result(f"Invalid arguments for tool {self.key!r}: {error}")
         try:
             value = await self.info.invoke(dict(kwargs), context)
         except (McpError, InputRequired):

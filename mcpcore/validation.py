@@ -343,9 +343,10 @@ def _remainder(value: float, step: float) -> Any:
     """Exact remainder (floats via their shortest decimal repr)."""
     if isinstance(value, int) and isinstance(step, int):
         return value % step
-    from decimal import Decimal  # rare path; keeps idle memory down
+    from decimal import Context, Decimal  # rare path; keeps idle memory down
 
-    return Decimal(repr(value)) % Decimal(repr(step))
+    # Enough digits for any quotient of two floats (10**632 at most): the default 28 would refuse 1e300 / 0.01.
+    return Context(prec=700).remainder(Decimal(repr(value)), Decimal(repr(step)))
 
 
 class _Close:

@@ -30,6 +30,7 @@ from mcpcore.transports.httprules import (
     check_mcp_headers,
     decode_header_value,
     make_policy,
+    public_bind_refusal,
 )
 
 PORT = 8000
@@ -619,8 +620,6 @@ def test_an_integer_header_of_thousands_of_digits_is_a_mismatch_not_a_crash() ->
 
 
 def test_a_public_bind_needs_an_allowed_host_list() -> None:
-    from mcpcore.transports.httprules import public_bind_refusal
-
     assert public_bind_refusal("127.0.0.1", ()) is None and public_bind_refusal("::1", ()) is None
     assert public_bind_refusal("0.0.0.0", ("api.example.com",)) is None
     refusal = public_bind_refusal("0.0.0.0", ())

@@ -175,7 +175,7 @@ async def test_read_without_a_string_uri_is_invalid_params() -> None:
     assert (await error_of(server, request("resources/read", uri=["file:///exists.txt"])))["code"] == -32602
 
 
-async def test_exception_in_a_resource_is_an_internal_error_and_the_server_keeps_serving() -> None:
+async def test_exception_in_a_resource_is_an_internal_error_naming_what_failed_but_not_how() -> None:
     server = Server("r")
 
     @server.resource("file:///broken")
@@ -185,7 +185,8 @@ async def test_exception_in_a_resource_is_an_internal_error_and_the_server_keeps
     server.add_resource(lambda: "fine", "file:///fine", name="fine")
     assert await error_of(server, request("resources/read", uri="file:///broken")) == {
         "code": -32603,
-        "message": "Internal error",
+        "message": "Reading 'file:///broken' failed (OSError)",  # "disk gone" stays in the server's log
+        "data": {"uri": "file:///broken"},
     }
     assert (await read(server, "file:///fine"))["contents"][0]["text"] == "fine"
 
@@ -667,3 +668,23 @@ async def test_a_json_resource_returning_an_empty_list_sends_the_json_text() -> 
     server.add_resource(lambda: [], "mem://empty")
     result = await result_of(server, request("resources/read", uri="mem://empty"))
     assert result["contents"] == [{"uri": "mem://empty", "mimeType": "application/json", "text": "[]"}]
+
+
+async def test_a_template_read_without_a_required_query_variable_is_invalid_params() -> None:
+    server = Server("q")
+    server.add_resource(lambda term: f"found {term}", "search://q{?term}")
+    error = await error_of(server, request("resources/read", uri="search://q"))
+    assert error["code"] == -32602 and "gives no value for term" in error["message"]
+    assert (await read(server, "search://q?term=c++"))["contents"][0]["text"] == "found c++"
+
+
+async def test_a_prompt_that_raises_names_the_prompt_not_the_exception_text() -> None:
+    server = Server("p")
+
+    @server.prompt
+    def fragile() -> str:
+        raise KeyError("secret-internal-key")
+
+    error = await error_of(server, request("prompts/get", name="fragile"))
+    assert error["code"] == -32603 and error["message"] == "Prompt 'fragile' failed (KeyError)"
+    assert "secret" not in str(error)

@@ -23,6 +23,7 @@ from mcpcore import (
     Server,
     ToolResult,
 )
+from mcpcore.validation import matches
 from wire_schema import validator
 
 pytestmark = pytest.mark.anyio
@@ -1189,3 +1190,19 @@ async def test_context_can_be_annotated_and_is_never_a_tool_argument() -> None:
     rejected = await call(server, "annotated", {"text": "t", "context": {}})
     assert rejected["isError"] is True
     assert "context: is not an accepted field" in rejected["content"][0]["text"]
+
+
+async def test_valid_json_a_python_set_cannot_hold_is_an_invalid_arguments_result() -> None:
+    server = Server("sets")
+
+    @server.tool
+    def tag(tags: set) -> str:
+        return ",".join(sorted(map(str, tags)))
+
+    result = await result_of(server, request("tools/call", name="tag", arguments={"tags": [[1], [2]]}))
+    assert result["isError"] is True and "Invalid arguments for tool 'tag': tags: cannot be made a set" in result["content"][0]["text"]
+
+
+def test_multiple_of_a_small_step_for_a_huge_number_is_decided_not_crashed() -> None:
+    assert matches(1e300, {"type": "number", "multipleOf": 0.01}) is True
+    assert matches(0.015, {"type": "number", "multipleOf": 0.01}) is False
