@@ -76,6 +76,19 @@ async def _serve(server: Server, transport: str, options: dict[str, Any]) -> Non
         tasks.cancel_scope.cancel()
 
 
+def _open_standard_fds() -> None:
+    """Put /dev/null on a closed fd 0, 1 or 2 before anything else can take its number.
+
+    Otherwise the event loop's own selector may become "stdin", and a closed stdin
+    must read as an immediate end of input, a closed stdout as a discarded one.
+    """
+    for fd, flags in ((0, os.O_RDONLY), (1, os.O_WRONLY), (2, os.O_WRONLY)):
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.open(os.devnull, flags)  # the lowest free number: `fd` itself
+
+
 def _has_uvloop() -> bool:
     """uvloop is used when installed (the `mcpcore[uvloop]` extra); it is never required."""
     import importlib.util
@@ -88,6 +101,7 @@ def run(server: Server, transport: str = "stdio", *, log_level: str = DEFAULT_LE
     if transport not in TRANSPORTS:
         raise ValueError(f"unknown transport {transport!r}; choose one of {', '.join(TRANSPORTS)}")
     configure(log_level)
+    _open_standard_fds()
     anyio.run(_serve, server, transport, options, backend_options={"use_uvloop": _has_uvloop()})
     # A cancelled sync tool may still occupy a worker thread; do not wait for it.
     if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):

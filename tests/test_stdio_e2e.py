@@ -275,3 +275,22 @@ async def test_a_cancellation_matches_only_the_exact_request_id(tmp_path, loose)
             await client.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": loose}})
             reply = await client.response_to(1)
     assert reply["result"]["content"][0]["text"] == "slept 0.3" and not marker.exists()
+
+
+@pytest.mark.parametrize("stdin", ["/dev/null", "closed"])
+def test_stdin_that_cannot_be_polled_ends_the_session_cleanly(stdin: str) -> None:
+    command = " ".join(SERVE_ECHO) + (" < /dev/null" if stdin == "/dev/null" else " <&-")
+    result = subprocess.run(["sh", "-c", f"exec {command}"], capture_output=True, text=True, timeout=30, cwd=ROOT)
+    assert result.returncode == 0 and result.stdout == "" and "Traceback" not in result.stderr, result.stderr
+
+
+async def test_the_portable_bridge_serves_pipes_when_forced(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MCPCORE_STDIO_BRIDGE", "1")  # the server process inherits it
+    async with serve() as client:
+        with anyio.fail_after(10):
+            for i in range(20):
+                await client.send(request("tools/call", i, name="echo", arguments={"text": f"b{i}"}))
+            replies = [await client.response_to(i) for i in range(20)]
+            await client.close_stdin()
+            assert await client.wait() == 0
+    assert [r["result"]["content"][0]["text"] for r in replies] == [f"b{i}" for i in range(20)]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import selectors
 import stat
 import sys
 import threading
@@ -60,10 +61,26 @@ def _copy(source: int, target: int) -> None:
         os.close(target)
 
 
-def pollable(fd: int, reading: bool) -> tuple[int, threading.Thread | None]:
+FORCE_BRIDGE_ENV = "MCPCORE_STDIO_BRIDGE"  # "1": bridge every fd, as on a platform that cannot poll pipes
+
+
+def _can_poll(fd: int) -> bool:
+    """Whether the event loop's selector accepts `fd` (pipes, sockets, ttys do; /dev/null and files do not)."""
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def pollable(fd: int, reading: bool, force_bridge: bool = False) -> tuple[int, threading.Thread | None]:
     """`fd` itself if the event loop can poll it, else a pipe end fed by (or feeding)
-    it through a copying thread (join it after closing the pipe end)."""
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    it through a copying thread (join it after closing the pipe end). The bridge is the
+    portable path: it serves /dev/null, regular files, and any fd a platform cannot poll."""
+    if not force_bridge and _can_poll(fd):
         return fd, None
     read_end, write_end = os.pipe()
     source, target, ours = (fd, write_end, read_end) if reading else (read_end, os.dup(fd), write_end)
@@ -159,7 +176,8 @@ class StdioSession:
 
     async def serve(self) -> None:
         loop = asyncio.get_running_loop()
-        (in_fd, _), (out_fd, out_bridge) = pollable(self.in_fd, True), pollable(self.out_fd, False)
+        force = os.environ.get(FORCE_BRIDGE_ENV) == "1"
+        (in_fd, _), (out_fd, out_bridge) = pollable(self.in_fd, True, force), pollable(self.out_fd, False, force)
         blocking = (os.get_blocking(in_fd), os.get_blocking(out_fd))
         in_file = os.fdopen(in_fd, "rb", buffering=0, closefd=in_fd != self.in_fd)
         out_file = os.fdopen(out_fd, "wb", buffering=0, closefd=out_fd != self.out_fd)
