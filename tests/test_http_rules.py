@@ -958,3 +958,30 @@ async def test_a_client_trickling_one_byte_at_a_time_still_meets_its_deadline(se
                 if answered:
                     break
         assert answered.startswith(b"HTTP/1.1 408"), answered[:80]
+
+
+async def test_a_client_that_pipelines_bad_requests_without_reading_is_not_buffered_for(server) -> None:
+    async with running(server) as http:
+        stream = await anyio.connect_tcp("127.0.0.1", http.port)
+        requests = 40_000
+        line = b"GET /nope HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n"
+        async with stream, anyio.create_task_group() as tasks:
+
+            async def send_all() -> None:
+                for start in range(0, requests, 1000):
+                    await stream.send(line * 1000)
+
+            tasks.start_soon(send_all)
+            (connection,) = list(http.connections)
+            with anyio.fail_after(LIMIT):  # answers fill the socket: the server stops reading
+                while not connection._write_blocked:
+                    await anyio.sleep(0.01)
+            assert connection._reading_paused
+            seen = 0
+            buffered = b""
+            with anyio.fail_after(LIMIT * 3):  # now read: every request is answered, in order
+                while seen < requests:
+                    buffered += await stream.receive()
+                    seen += buffered.count(b"HTTP/1.1 404")
+                    buffered = buffered[buffered.rfind(b"HTTP/1.1 404") + 1 :] if b"HTTP/1.1 404" in buffered else buffered
+            assert seen == requests

@@ -111,6 +111,7 @@ class _Connection(WriteFlow):
         self._opening: Session | None = None  # the session the current initialize may open
         self.deadline: float | None = None  # checked by the server's sweeper (no timer per request)
         self._reading_paused = False
+        self._write_blocked = False  # reading paused because our answers are not being read
         self._request: h11.Request | None = None
         self._headers: dict[str, str] = {}
         self._repeated: frozenset[str] = frozenset()
@@ -194,10 +195,22 @@ class _Connection(WriteFlow):
         if self.stream is not None:
             self.stream.cancel()
 
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self._write_blocked and not self.gone:  # the peer reads again: so do we
+            self._write_blocked = False
+            self._resume_reading()
+            if not self.serving:
+                self._advance()
+
     def _advance(self) -> None:
-        """Pull events until one needs more data or starts a call."""
+        """Pull events until one needs more data or starts a call, or the peer stops reading."""
         try:
             while not self.gone:
+                if self._drained is not None:  # answers pile up unread: read no more until they drain
+                    self._write_blocked = True
+                    self._pause_reading()
+                    return
                 event = self.h11.next_event()
                 if event is h11.NEED_DATA:
                     self._waiting()

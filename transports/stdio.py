@@ -19,7 +19,7 @@ import selectors
 import stat
 import sys
 import threading
-from typing import Any
+from typing import Any, Callable
 
 import anyio
 
@@ -90,9 +90,16 @@ def pollable(fd: int, reading: bool, force_bridge: bool = False) -> tuple[int, t
 
 
 class _Output(WriteFlow):
-    """Flow control for the output pipe."""
+    """Flow control for the output pipe; `resumed` runs when a full pipe drains."""
 
     broken = False
+
+    def __init__(self, resumed: Callable[[], None]) -> None:
+        self.resumed = resumed
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self.resumed()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.broken = True
@@ -160,7 +167,7 @@ class StdioSession:
         self._discarding = False  # inside a line already rejected as oversized
         self._input: asyncio.ReadTransport | None = None
         self._output: asyncio.WriteTransport | None = None
-        self._out = _Output()
+        self._out = _Output(self._read_more)
         self._ended = anyio.Event()
 
     # -- lifecycle ------------------------------------------------------
@@ -231,7 +238,13 @@ class StdioSession:
     # -- input --------------------------------------------------------
 
     def feed(self, chunk: bytes) -> None:
-        """Split a chunk of input into lines and accept each complete one."""
+        """Split a chunk of input into lines and accept each complete one; read no more
+        while the answers written for them wait in a full output pipe."""
+        self._lines(chunk)
+        if self._out._drained is not None and self._input is not None:
+            self._input.pause_reading()
+
+    def _lines(self, chunk: bytes) -> None:
         start = 0
         while (end := chunk.find(b"\n", start)) >= 0:
             piece = chunk[start:end]
@@ -320,7 +333,12 @@ class StdioSession:
         del self.calls[call.message["id"]]
         if self.session is not None and self.session.negotiated and self._forwarder is None:
             self._forwarder = asyncio.get_running_loop().create_task(self.session.forward(self.write))
-        if not self.runner.holding and self._input is not None and not self._ended.is_set():
+        self._read_more()
+
+    def _read_more(self) -> None:
+        """Read input again, unless calls are held for a slot or our output is not being read."""
+        blocked = self.runner.holding or self._out._drained is not None
+        if not blocked and self._input is not None and not self._ended.is_set():
             self._input.resume_reading()
 
 
