@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from .validation import subschemas
+
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _HEADER_TYPES = ("string", "integer", "boolean")
 
@@ -34,9 +36,6 @@ class HeaderParam:
         return node
 
 
-_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
-_SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
-_SCHEMA_VALUES = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames")
 
 
 def _count_annotations(schema: Any) -> int:
@@ -44,14 +43,7 @@ def _count_annotations(schema: Any) -> int:
     if not isinstance(schema, dict):
         return 0
     count = 1 if "x-mcp-header" in schema else 0
-    for keyword, value in schema.items():
-        if keyword in _SCHEMA_MAPS and isinstance(value, dict):
-            count += sum(_count_annotations(sub) for sub in value.values())
-        elif keyword in _SCHEMA_LISTS and isinstance(value, list):
-            count += sum(_count_annotations(sub) for sub in value)
-        elif keyword in _SCHEMA_VALUES:
-            count += _count_annotations(value)
-    return count
+    return count + sum(_count_annotations(sub) for _, sub in subschemas(schema))
 
 
 def header_params(tool: str, schema: dict[str, Any]) -> tuple[HeaderParam, ...]:

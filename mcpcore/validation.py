@@ -2,8 +2,10 @@
 
 It covers the keywords that generated schemas use and the common ones in
 hand-written schemas (types, enum/const, object and array keywords, string and
-number bounds, composition, if/then/else, local `$ref`). Unknown keywords are
-annotations and are ignored. Errors name the failing field, so a model can
+number bounds, composition, if/then/else, local `$ref`, `propertyNames`,
+`dependentSchemas`, `minContains`/`maxContains`; patterns with ECMA-262 `$` and
+ASCII classes). Unknown keywords are annotations and are ignored, except those it
+cannot honour (`unevaluated*`, dynamic refs): a schema using one is refused. Errors name the failing field, so a model can
 correct its call. No dependency; `$ref` never leaves the document.
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any
+from typing import Any, Iterator
 
 _MAX_DEPTH = 64
 _MAX_STEPS = 1_000_000  # a per-validation budget against composition blow-ups
@@ -52,7 +54,66 @@ def _is_type(value: Any, name: str) -> bool:
 
 @lru_cache(maxsize=256)
 def _regex(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
+    """A JSON Schema (ECMA-262) pattern: ASCII `\\d`/`\\w`, and `$` only at the very end."""
+    return re.compile(_ecma_dollars(pattern), re.ASCII)
+
+
+def _ecma_dollars(pattern: str) -> str:
+    """`$` outside a character class becomes `\\Z` (Python's `$` also matches before a final newline)."""
+    out, in_class, index = [], False, 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            out.append(pattern[index : index + 2])
+            index += 2
+            continue
+        if char == "[":
+            in_class = True
+        elif char == "]":
+            in_class = False
+        out.append("\\Z" if char == "$" and not in_class else char)
+        index += 1
+    return "".join(out)
+
+
+# Keywords this validator does not implement: a raw schema using one is refused at registration
+# rather than validated silently wrong.
+UNSUPPORTED = ("unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$dynamicAnchor", "$recursiveRef")
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
+_SCHEMA_VALUES = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames")
+
+
+def subschemas(node: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """The subschemas directly inside a schema object, each with its location (`properties/name`, ...)."""
+    for key in _SCHEMA_MAPS:
+        if isinstance(node.get(key), dict):
+            yield from ((f"{key}/{name}", sub) for name, sub in node[key].items())
+    for key in _SCHEMA_LISTS:
+        if isinstance(node.get(key), list):
+            yield from ((f"{key}/{index}", sub) for index, sub in enumerate(node[key]))
+    for key in _SCHEMA_VALUES:
+        if key in node:
+            yield key, node[key]
+
+
+def check_supported(schema: Any) -> None:
+    """Raise ValueError naming the first keyword this validator cannot honour, or an invalid pattern."""
+    stack = [(schema, "")]
+    while stack:
+        node, where = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        for keyword in UNSUPPORTED:
+            if keyword in node:
+                raise ValueError(f"the schema uses {keyword!r} at {where or 'its root'}, which mcpcore does not validate")
+        patterns = list(node.get("patternProperties", {})) + ([node["pattern"]] if isinstance(node.get("pattern"), str) else [])
+        for pattern in patterns:
+            try:
+                _regex(pattern)
+            except re.error as error:
+                raise ValueError(f"the schema has an invalid pattern {pattern!r} at {where or 'its root'}: {error}") from None
+        stack.extend((sub, f"{where}/{location}") for location, sub in subschemas(node))
 
 
 def _join(path: str, key: str | int) -> str:
@@ -127,6 +188,7 @@ class Validator:
     """Validates values against one schema document (the root of its `$ref`s)."""
 
     def __init__(self, schema: dict[str, Any]) -> None:
+        check_supported(schema)
         self.root = schema
         self._anchors = dict(_collect_anchors(schema))
         self._steps = 0
@@ -238,6 +300,13 @@ class Validator:
                 for other in needed:
                     if other not in value:
                         raise SchemaViolation(_join(path, other), f"is required when {name!r} is given")
+        for name, sub in schema.get("dependentSchemas", {}).items():
+            if name in value:
+                self._check(value, sub, path, depth + 1)
+        if "propertyNames" in schema:
+            for key in value:
+                if not self._matches(key, schema["propertyNames"], depth):
+                    raise SchemaViolation(_join(path, key), "is not an accepted field name")
 
     def _check_array(self, value: list[Any], schema: dict[str, Any], path: str, depth: int) -> None:
         prefix = schema.get("prefixItems", [])
@@ -259,8 +328,13 @@ class Validator:
                     raise SchemaViolation(_join(path, index), "repeats an earlier item; items must be unique")
                 seen.add(key)
         if "contains" in schema:
-            if not any(self._matches(v, schema["contains"], depth) for v in value):
-                raise SchemaViolation(path, "contains no item of the required kind")
+            found = sum(1 for v in value if self._matches(v, schema["contains"], depth))
+            least, most = schema.get("minContains", 1), schema.get("maxContains")
+            if found < least:
+                raise SchemaViolation(path, "contains no item of the required kind" if least == 1
+                                      else f"needs at least {least} items of the required kind, has {found}")
+            if most is not None and found > most:
+                raise SchemaViolation(path, f"allows at most {most} items of the required kind, has {found}")
 
     def _check_composition(self, value: Any, schema: dict[str, Any], path: str, depth: int) -> None:
         for sub in schema.get("allOf", ()):

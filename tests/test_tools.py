@@ -1206,3 +1206,9 @@ async def test_valid_json_a_python_set_cannot_hold_is_an_invalid_arguments_resul
 def test_multiple_of_a_small_step_for_a_huge_number_is_decided_not_crashed() -> None:
     assert matches(1e300, {"type": "number", "multipleOf": 0.01}) is True
     assert matches(0.015, {"type": "number", "multipleOf": 0.01}) is False
+
+
+def test_a_raw_schema_the_validator_cannot_honour_is_refused_at_registration() -> None:
+    server = Server("strict")
+    with pytest.raises(ValueError, match="'unevaluatedProperties' at its root, which mcpcore does not validate"):
+        server.add_tool(lambda **kw: "x", name="loose", input_schema={"type": "object", "unevaluatedProperties": False})

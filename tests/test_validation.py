@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 import functools
 from typing import Any
 
@@ -584,3 +585,52 @@ def test_unique_items_on_deeply_nested_values_needs_no_recursion() -> None:
         node.append([])
         node = node[0]
     Validator({"type": "array", "uniqueItems": True}).validate([deep, [1]])
+
+
+# -- ECMA-262 patterns, and keywords honoured or refused -------------------------
+
+
+def test_a_dollar_anchor_does_not_accept_a_trailing_newline() -> None:
+    assert matches("abc", {"type": "string", "pattern": "^[a-z]+$"})
+    assert not matches("abc\n", {"type": "string", "pattern": "^[a-z]+$"})
+    assert matches("a$", {"type": "string", "pattern": r"^a\$$"}) and matches("$", {"pattern": "^[$]$"})
+
+
+def test_digit_and_word_classes_are_ascii_as_in_ecma_262() -> None:
+    assert matches("123", {"type": "string", "pattern": r"^\d+$"})
+    assert not matches("١٢٣", {"type": "string", "pattern": r"^\d+$"})  # Arabic-Indic digits
+    assert not matches("é", {"type": "string", "pattern": r"^\w$"})
+
+
+def test_property_names_are_validated() -> None:
+    schema = {"type": "object", "propertyNames": {"pattern": "^[a-z]+$"}}
+    assert matches({"ok": 1}, schema)
+    assert violation({"Not-OK": 1}, schema).path == "Not-OK"
+
+
+def test_dependent_schemas_apply_when_their_property_is_present() -> None:
+    schema = {"type": "object", "dependentSchemas": {"card": {"required": ["billing"]}}}
+    assert matches({}, schema) and matches({"card": 1, "billing": "x"}, schema)
+    assert violation({"card": 1}, schema).path == "billing"
+
+
+def test_min_and_max_contains_count_the_matching_items() -> None:
+    schema = {"type": "array", "contains": {"type": "integer"}, "minContains": 2, "maxContains": 3}
+    assert matches(["a", 1, 2], schema) and matches([1, 2, 3], schema)
+    assert "at least 2" in str(violation([1, "a"], schema)) and "at most 3" in str(violation([1, 2, 3, 4], schema))
+    assert matches([], {"contains": {"type": "integer"}, "minContains": 0})
+
+
+@pytest.mark.parametrize("keyword", ["unevaluatedProperties", "unevaluatedItems", "$dynamicRef"])
+def test_a_schema_using_a_keyword_it_cannot_honour_is_refused_at_construction(keyword: str) -> None:
+    with pytest.raises(ValueError, match=f"uses '{re.escape(keyword)}' at /properties/inner"):
+        Validator({"type": "object", "properties": {"inner": {keyword: False}}})
+
+
+def test_a_property_merely_named_like_a_keyword_is_fine() -> None:
+    assert matches({"unevaluatedProperties": 1}, {"type": "object", "properties": {"unevaluatedProperties": {"type": "integer"}}})
+
+
+def test_an_invalid_pattern_is_refused_at_construction() -> None:
+    with pytest.raises(ValueError, match="invalid pattern"):
+        Validator({"type": "string", "pattern": "(unclosed"})
