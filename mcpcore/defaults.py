@@ -13,6 +13,7 @@ MIB = 1024 * 1024
 STDIO_MAX_IN_FLIGHT = 128  # concurrent calls before reading pauses
 STDIO_MAX_LINE_BYTES = 64 * MIB  # longest accepted message line
 STDIO_GRACE_PERIOD = 2.0  # seconds in-flight calls get after stdin closes
+STDIO_MAX_HELD = 256  # requests read ahead while the window is full; then reading pauses
 
 # Streamable HTTP
 HTTP_HOST = "127.0.0.1"

@@ -78,13 +78,13 @@ async def test_calls_beyond_the_window_are_held_and_start_in_arrival_order() -> 
     ended: list[str] = []
     writers = {key: submit(runner, server, key, ended)[1] for key in "abcd"}
     await anyio.wait_all_tasks_blocked()
-    assert gate.started == ["a", "b"] and runner.holding
+    assert gate.started == ["a", "b"] and runner.held == 2
     gate.open("b")
     await anyio.wait_all_tasks_blocked()
-    assert ended == ["b"] and gate.started == ["a", "b", "c"] and runner.holding
+    assert ended == ["b"] and gate.started == ["a", "b", "c"] and runner.held == 1
     gate.open("a")
     await anyio.wait_all_tasks_blocked()
-    assert gate.started == ["a", "b", "c", "d"] and not runner.holding
+    assert gate.started == ["a", "b", "c", "d"] and runner.held == 0
     gate.open("c"), gate.open("d")
     await anyio.wait_all_tasks_blocked()
     assert ended == ["b", "a", "c", "d"] and not runner.calls
@@ -98,7 +98,7 @@ async def test_an_open_subscription_runs_outside_the_window() -> None:
     listening = listen(runner, server, ended)
     submit(runner, server, "a", ended)
     await anyio.wait_all_tasks_blocked()
-    assert gate.started == ["a"] and not runner.holding
+    assert gate.started == ["a"] and runner.held == 0
     assert listening.notifications[0]["method"] == "notifications/subscriptions/acknowledged"
     gate.open("a")
     server.close_subscriptions()
@@ -160,7 +160,7 @@ async def test_drain_ends_subscriptions_lets_calls_finish_then_cancels_the_rest(
         await runner.drain()
     assert listening.response is not None and listening.response["result"]["resultType"] == "complete"
     assert gate.cancelled == ["slow"] and gate.started == ["slow"]
-    assert sorted(ended) == ["held", "slow", "sub"] and not runner.calls and not runner.holding
+    assert sorted(ended) == ["held", "slow", "sub"] and not runner.calls and runner.held == 0
 
 
 # -- read_message / take_response --------------------------------------------------------------------

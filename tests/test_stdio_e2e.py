@@ -294,3 +294,27 @@ async def test_the_portable_bridge_serves_pipes_when_forced(monkeypatch: pytest.
             await client.close_stdin()
             assert await client.wait() == 0
     assert [r["result"]["content"][0]["text"] for r in replies] == [f"b{i}" for i in range(20)]
+
+
+async def test_a_cancellation_behind_a_held_request_is_still_read(tmp_path) -> None:
+    marker = tmp_path / "cancelled"
+    async with serve([*SERVE_E2E, "--max-in-flight", "1"]) as client:
+        with anyio.fail_after(10):
+            await client.send(request("tools/call", "blocker", name="wait_for_cancel", arguments={"marker": str(marker)}))
+            await client.send(request("tools/call", "held", name="echo", arguments={"text": "after"}))
+            await client.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "blocker"}})
+            reply = await client.response_to("held")  # the blocker never returns: only its cancellation frees the slot
+            assert (await client.call("tools/call", "probe", name="echo", arguments={"text": "p"}))["id"] == "probe"
+    assert reply["result"]["content"][0]["text"] == "after"
+    assert not [m for m in client.received if m.get("id") == "blocker"]  # nothing is sent for a cancelled call
+
+
+async def test_a_request_cancelled_in_the_same_read_as_it_arrived_frees_its_slot() -> None:
+    async with serve([*SERVE_E2E, "--max-in-flight", "1"]) as client:
+        with anyio.fail_after(10):
+            lines = [request("tools/call", "early", name="sleep_then_reply", arguments={"seconds": 30}),
+                     {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "early"}},
+                     request("tools/call", "next", name="echo", arguments={"text": "served"})]
+            await client.send_raw(b"".join(orjson.dumps(m) + b"\n" for m in lines))  # one write: likely one read
+            reply = await client.response_to("next")
+    assert reply["result"]["content"][0]["text"] == "served"

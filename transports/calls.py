@@ -6,8 +6,9 @@ it: a request, a notification, a response from the client, or `Malformed`
 (the error to answer). A request becomes a `Call` carrying the core's `Route`
 and goes to `CallRunner.submit` with its writer and a `done` callback. The
 runner keeps an in-flight window: up to `max_in_flight` calls run, each in a
-task of its own; later ones are held in arrival order (the transport stops
-reading while any are held, so nothing is dropped) and start as slots free.
+task of its own; later ones are held in arrival order and start as slots free (the transport
+stops reading once its limit of held calls is reached, so nothing is dropped and
+the bound is real, while cancellations and EOF behind fewer are still seen).
 Long-lived calls (open subscriptions) run outside the window, bounded by their
 own limit, so they never starve ordinary calls or a cancellation. `Call.cancel`
 is the only way a call is cancelled: a held call is then dropped unstarted. A
@@ -101,9 +102,9 @@ class CallRunner:
         self._changed = anyio.Event()  # set whenever a call ends
 
     @property
-    def holding(self) -> bool:
-        """Whether calls wait for a slot (the transport should not read more meanwhile)."""
-        return bool(self._held)
+    def held(self) -> int:
+        """How many calls wait for a slot (a transport stops reading when too many do)."""
+        return len(self._held)
 
     def submit(self, call: Call, writer: Writer, done: Done) -> None:
         """Run `call` now if the window has room (or it is long-lived), else hold it."""
@@ -118,7 +119,10 @@ class CallRunner:
         counted = not call.route.long_lived  # type: ignore[union-attr]
         if counted:
             self._counted += 1
-        call.task = asyncio.get_running_loop().create_task(self._run(call, writer, done, counted))
+        task = asyncio.get_running_loop().create_task(self._run(call, writer, done, counted))
+        # A task cancelled before its first step never runs its body (nor its `finally`).
+        task.add_done_callback(lambda ended: self._finish(call, done, counted) if ended.cancelled() else None)
+        call.task = task
 
     async def _run(self, call: Call, writer: Writer, done: Done, counted: bool) -> None:
         try:
@@ -128,10 +132,16 @@ class CallRunner:
         except Exception:
             log.exception("a call failed outside its handler's error handling: %r", call.message.get("id"))
         finally:
-            if counted:
-                self._counted -= 1
-            self._start_held()
-            self._end(call, done)
+            self._finish(call, done, counted)
+
+    def _finish(self, call: Call, done: Done, counted: bool) -> None:
+        """Free the call's slot and tell its transport, once (from `_run` or the done callback)."""
+        if call not in self.calls:
+            return
+        if counted:
+            self._counted -= 1
+        self._start_held()
+        self._end(call, done)
 
     def _end(self, call: Call, done: Done) -> None:
         self.calls.discard(call)

@@ -24,7 +24,7 @@ from typing import Any, Callable
 import anyio
 
 from mcpcore.call import Call
-from mcpcore.defaults import STDIO_GRACE_PERIOD, STDIO_MAX_IN_FLIGHT, STDIO_MAX_LINE_BYTES
+from mcpcore.defaults import STDIO_GRACE_PERIOD, STDIO_MAX_HELD, STDIO_MAX_IN_FLIGHT, STDIO_MAX_LINE_BYTES
 from mcpcore.protocol import claims_modern
 from mcpcore.server import Server
 from mcpcore.session import Session
@@ -152,10 +152,12 @@ class StdioSession:
         max_in_flight: int = STDIO_MAX_IN_FLIGHT,
         max_line_bytes: int = STDIO_MAX_LINE_BYTES,
         grace_period: float = STDIO_GRACE_PERIOD,
+        max_held: int = STDIO_MAX_HELD,
     ) -> None:
         self.server = server
         self.in_fd, self.out_fd = in_fd, out_fd
         self.max_line_bytes = max_line_bytes
+        self.max_held = max_held  # cancellations and EOF behind fewer held requests are still read
         self.grace_period = grace_period
         self.runner = CallRunner(server, max_in_flight=max_in_flight, grace_period=grace_period)
         self.calls: dict[Any, Call] = {}  # by request id: running or held
@@ -326,8 +328,8 @@ class StdioSession:
             return
         call = self.calls[request_id] = Call(message, self.server.route(message), session=self.session)
         self.runner.submit(call, _CallWriter(self, call), self._finished)
-        if self.runner.holding and self._input is not None:
-            self._input.pause_reading()  # the window is full: read again once no call is held
+        if self.runner.held >= self.max_held and self._input is not None:
+            self._input.pause_reading()  # enough read ahead: read again once the held calls start
 
     def _finished(self, call: Call) -> None:
         del self.calls[call.message["id"]]
@@ -336,8 +338,8 @@ class StdioSession:
         self._read_more()
 
     def _read_more(self) -> None:
-        """Read input again, unless calls are held for a slot or our output is not being read."""
-        blocked = self.runner.holding or self._out._drained is not None
+        """Read input again, unless `max_held` calls wait for a slot or our output is not being read."""
+        blocked = self.runner.held >= self.max_held or self._out._drained is not None
         if not blocked and self._input is not None and not self._ended.is_set():
             self._input.resume_reading()
 
@@ -345,7 +347,7 @@ class StdioSession:
 def open_stdio(server: Server, *, in_fd: int | None = None, out_fd: int | None = None, **options: Any) -> StdioSession:
     """A session on the given fds, or on the process's claimed stdin/stdout (see `claim_stdio`).
 
-    Options: max_in_flight, max_line_bytes, grace_period.
+    Options: max_in_flight, max_line_bytes, grace_period, max_held.
     """
     if in_fd is None or out_fd is None:
         in_fd, out_fd = claim_stdio()
