@@ -35,3 +35,11 @@ def meta(**extra: Any) -> dict[str, Any]:
 def request(method: str, request_id: Any = 1, _meta: dict[str, Any] | None = None, **params: Any) -> dict[str, Any]:
     """A 2026-07-28 request with a valid `_meta` unless one is given."""
     return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {**params, "_meta": _meta or meta()}}
+
+
+def legacy(method: str, request_id: Any = 1, **params: Any) -> dict[str, Any]:
+    """A 2025-era request: no `_meta` claim (the session negotiated the version)."""
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params:
+        message["params"] = params
+    return message

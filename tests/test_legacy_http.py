@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-from conftest import VERSION, request
+from conftest import VERSION, legacy, request
 from http_client import HttpClient, SseStream, mcp_headers, running
 from servers import legacy_server
 
@@ -20,13 +20,6 @@ pytestmark = pytest.mark.anyio
 LIMIT = 10
 BASE = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 CLIENT = {"name": "legacy-http", "version": "1"}
-
-
-def legacy(method: str, request_id: Any = 1, **params: Any) -> dict[str, Any]:
-    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-    if params:
-        message["params"] = params
-    return message
 
 
 def session_headers(session_id: str, version: str = "2025-11-25") -> dict[str, str]:

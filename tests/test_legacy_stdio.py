@@ -11,20 +11,13 @@ from typing import Any
 import anyio
 import pytest
 
-from conftest import LEGACY_VERSIONS, ROOT, request
+from conftest import LEGACY_VERSIONS, ROOT, legacy, request
 from stdio_client import StdioClient, serve
 
 pytestmark = pytest.mark.anyio
 
 SERVE_LEGACY = [sys.executable, "-m", "mcpcore", "run", str(ROOT / "tests" / "servers" / "legacy_server.py")]
 CLIENT = {"name": "legacy-client", "version": "1.0"}
-
-
-def legacy(method: str, request_id: Any = 1, **params: Any) -> dict[str, Any]:
-    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-    if params:
-        message["params"] = params
-    return message
 
 
 async def call(client: StdioClient, method: str, request_id: Any = 1, **params: Any) -> dict[str, Any]:
