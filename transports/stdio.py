@@ -51,6 +51,7 @@ def claim_stdio() -> tuple[int, int]:
 
 def _copy(source: int, target: int) -> None:
     try:
+        os.set_blocking(source, True)  # the thread may wait; an inherited O_NONBLOCK would end it at once
         while chunk := os.read(source, 1 << 16):
             view = memoryview(chunk)
             while view:
