@@ -54,7 +54,7 @@ class Malformed:
     request_id: Any = None
 
 
-def read_message(data: bytes) -> Inbound | Malformed:
+def read_message(data: bytes | bytearray) -> Inbound | Malformed:
     """Parse and classify one framed JSON-RPC message."""
     try:
         message = orjson.loads(data)
@@ -64,7 +64,9 @@ def read_message(data: bytes) -> Inbound | Malformed:
         kind = classify(message)
     except McpError as error:
         return Malformed(error, readable_id(message))
-    if too_deep(message):  # orjson writes at most 254 levels; Python recurses at most 1000
+    # Fewer brackets than the bound cannot nest past it (a C-speed count spares the walk);
+    # orjson writes at most 254 levels, and Python recurses at most 1000.
+    if data.count(b"{") + data.count(b"[") > MAX_NESTING and too_deep(message):
         why = f"The message nests arrays and objects deeper than {MAX_NESTING} levels"
         return Malformed(McpError(INVALID_REQUEST, why), readable_id(message))
     return Inbound(kind, message)
@@ -119,29 +121,24 @@ class CallRunner:
         counted = not call.route.long_lived  # type: ignore[union-attr]
         if counted:
             self._counted += 1
-        task = asyncio.get_running_loop().create_task(self._run(call, writer, done, counted))
-        # A task cancelled before its first step never runs its body (nor its `finally`).
-        task.add_done_callback(lambda ended: self._finish(call, done, counted) if ended.cancelled() else None)
-        call.task = task
+        asyncio.get_running_loop().create_task(self._run(call, writer, done, counted))
 
     async def _run(self, call: Call, writer: Writer, done: Done, counted: bool) -> None:
+        # Only a running task is handed to the call: a task cancelled before its first step
+        # would never run this body (nor its `finally`); until here `Call.cancel` just marks it.
+        call.task = asyncio.current_task()
         try:
-            await self.server.handle(call, writer)
+            if not call.cancelled:
+                await self.server.handle(call, writer)
         except asyncio.CancelledError:
             pass  # `Call.cancel` did it: nothing more is sent
         except Exception:
             log.exception("a call failed outside its handler's error handling: %r", call.message.get("id"))
         finally:
-            self._finish(call, done, counted)
-
-    def _finish(self, call: Call, done: Done, counted: bool) -> None:
-        """Free the call's slot and tell its transport, once (from `_run` or the done callback)."""
-        if call not in self.calls:
-            return
-        if counted:
-            self._counted -= 1
-        self._start_held()
-        self._end(call, done)
+            if counted:
+                self._counted -= 1
+            self._start_held()
+            self._end(call, done)
 
     def _end(self, call: Call, done: Done) -> None:
         self.calls.discard(call)

@@ -77,6 +77,9 @@ class HttpConfig:
     listen_fd: int | None = None  # an inherited listening socket (worker processes)
 
 
+_NONE_REPEATED: frozenset[str] = frozenset()
+
+
 def _header_map(raw: list[tuple[bytes, bytes]]) -> tuple[dict[str, str], int, frozenset[str]]:
     """Request headers by lower-case name (repeats joined with ", "), their size in bytes,
     and the names that came more than once."""
@@ -92,7 +95,7 @@ def _header_map(raw: list[tuple[bytes, bytes]]) -> tuple[dict[str, str], int, fr
             headers[key] = f"{headers[key]}, {text}"
         else:
             headers[key] = text
-    return headers, size, frozenset(repeated)
+    return headers, size, frozenset(repeated) if repeated else _NONE_REPEATED
 
 
 class _Connection(WriteFlow):
@@ -293,7 +296,7 @@ class _Connection(WriteFlow):
         if self._request.method != b"POST":
             return self._session_request(self._request.method)
         session_id = self._headers.get("mcp-session-id")
-        inbound = check_body(bytes(self._body), self.http.sessions.get(session_id) if session_id else None)
+        inbound = check_body(self._body, self.http.sessions.get(session_id) if session_id else None)
         self._body = bytearray()
         if isinstance(inbound, Rejection):
             self._answer(inbound)

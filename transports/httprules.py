@@ -196,7 +196,7 @@ def check_head(policy: Policy, method: str, target: str, headers: Mapping[str, s
     return None
 
 
-def check_body(body: bytes, session: Session | None = None) -> Inbound | Rejection:
+def check_body(body: bytes | bytearray, session: Session | None = None) -> Inbound | Rejection:
     """A request or notification to serve, a response delivered to `session`, or the refusal to send."""
     inbound = read_message(body)
     if isinstance(inbound, Malformed):
@@ -291,9 +291,10 @@ def check_mcp_headers(
 ) -> Rejection | None:
     """Header/body agreement for a request (-32020 when they disagree; a repeated MCP header never agrees)."""
     request_id = message["id"]
-    twice = sorted(name for name in repeated if name.startswith("mcp-"))
-    if twice:
-        return _mismatch(f"the {twice[0]} header came more than once; send each MCP header once", request_id)
+    if repeated:
+        twice = sorted(name for name in repeated if name.startswith("mcp-"))
+        if twice:
+            return _mismatch(f"the {twice[0]} header came more than once; send each MCP header once", request_id)
     params = message.get("params")
     params = params if isinstance(params, dict) else {}
     meta = params.get("_meta")
