@@ -22,7 +22,7 @@ import time
 import weakref
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 import anyio
 import anyio.abc
@@ -80,6 +80,10 @@ class HttpConfig:
 _NONE_REPEATED: frozenset[str] = frozenset()
 
 
+def _session_header(session: Session) -> list[tuple[bytes, bytes]]:
+    return [(b"mcp-session-id", session.id.encode())]  # type: ignore[union-attr]
+
+
 def _header_map(raw: list[tuple[bytes, bytes]]) -> tuple[dict[str, str], int, frozenset[str]]:
     """Request headers by lower-case name (repeats joined with ", "), their size in bytes,
     and the names that came more than once."""
@@ -117,7 +121,7 @@ class _Connection(WriteFlow):
         self._write_blocked = False  # reading paused because our answers are not being read
         self._request: h11.Request | None = None
         self._headers: dict[str, str] = {}
-        self._repeated: frozenset[str] = frozenset()
+        self._repeated = _NONE_REPEATED
         self._phase: str | None = None  # what the current deadline is for: "head", "body" or "idle"
         self._body = bytearray()  # one buffer: a body in tiny chunks must not cost an object per chunk
         self._body_size = 0  # every byte, kept or dropped
@@ -392,7 +396,7 @@ class _Connection(WriteFlow):
                 return []  # a failed initialize mints nothing
             self.http.sessions.add(session)
             self._opening = None
-        return [(b"mcp-session-id", session.id.encode())]
+        return _session_header(session)
 
     def _session_request(self, method: bytes) -> bool:
         """GET opens a session's standalone stream; DELETE ends the session."""
@@ -414,10 +418,16 @@ class _Connection(WriteFlow):
         if self.http.closing:
             return self._stopping(None)
         found.streaming = True
-        writer = HttpWriter(self, self.http.config.sse_keepalive, lambda: [(b"mcp-session-id", found.id.encode())])  # type: ignore[union-attr]
-        self.writer = writer
-        self.stream = self.loop.create_task(self._stream(found, writer))
-        return False
+
+        async def forward(writer: HttpWriter) -> None:  # list changes and resource updates
+            await writer.open()
+            await found.forward(writer.notify)
+            await writer.finish()
+
+        def closed(_: HttpWriter) -> None:
+            found.streaming = False
+
+        return self._open_stream(found, forward, closed)
 
     def _resume(self, session: Session, last_event: str) -> bool:
         """GET with Last-Event-ID: the rest of a stream, after that event."""
@@ -427,35 +437,33 @@ class _Connection(WriteFlow):
             why = f"Cannot resume after event {last_event!r}: it is unknown to this session or no longer stored"
             self._answer(Rejection(404, McpError(INVALID_REQUEST, why)))
             return self._next_cycle()
-        writer = HttpWriter(self, self.http.config.sse_keepalive, lambda: [(b"mcp-session-id", session.id.encode())])  # type: ignore[union-attr]
+
+        def let_go(writer: HttpWriter) -> None:
+            if stream.sink is writer:
+                stream.sink = None
+
+        return self._open_stream(session, lambda writer: stream.resume(last_event, writer), let_go)
+
+    def _open_stream(
+        self, session: Session, body: Callable[[HttpWriter], Awaitable[None]], ended: Callable[[HttpWriter], None]
+    ) -> bool:
+        """Serve a GET stream of `session` in a task: `body` writes it, `ended` cleans up after it
+        (the session or the peer ended it); then the connection reads on, or closes."""
+        writer = HttpWriter(self, self.http.config.sse_keepalive, lambda: _session_header(session))
         self.writer = writer
 
-        async def resume() -> None:
+        async def serve() -> None:
             try:
-                await stream.resume(last_event, writer)
+                await body(writer)
             except asyncio.CancelledError:
                 pass
             finally:
-                if stream.sink is writer:
-                    stream.sink = None
+                ended(writer)
                 self.stream = self.writer = None
                 self._after(writer)
 
-        self.stream = self.loop.create_task(resume())
+        self.stream = self.loop.create_task(serve())
         return False
-
-    async def _stream(self, session: Session, writer: HttpWriter) -> None:
-        """The standalone stream: list changes and resource updates until the session or the peer ends."""
-        try:
-            await writer.open()
-            await session.forward(writer.notify)
-            await writer.finish()
-        except asyncio.CancelledError:
-            pass
-        finally:
-            session.streaming = False
-            self.stream = self.writer = None
-            self._after(writer)
 
     def _finished(self, call: Call) -> None:
         """The call ended: read the next request, or close if its response is incomplete."""
