@@ -14,6 +14,7 @@ import pytest
 
 from conftest import VERSION, legacy, request
 from http_client import HttpClient, SseStream, mcp_headers, running
+from mcpcore.transports.resume import StreamStore
 from servers import legacy_server
 
 pytestmark = pytest.mark.anyio
@@ -215,3 +216,15 @@ async def test_older_sessions_keep_plain_json_replies() -> None:
             session_id = await initialize(client, version="2025-06-18")
             reply = await client.post(legacy("tools/call", 1, name="echo", arguments={"text": "x"}), session_headers(session_id, "2025-06-18"), legacy=True)
     assert reply.headers["content-type"] == "application/json"
+
+
+def test_a_stream_whose_events_all_left_the_store_cannot_be_resumed_from_an_old_id() -> None:
+    store = StreamStore(max_events=2)
+    stream = store.open(None, lambda: None)  # type: ignore[arg-type]
+    for _ in range(3):  # s1.1 .. s1.3, recorded without a connection
+        stream._record(b"{}")
+    other = store.open(None, lambda: None)  # type: ignore[arg-type]
+    for _ in range(2):  # pushes every s1 event out of the store
+        other._record(b"{}")
+    assert store.find("s1.1") is None and store.find("s1.3") is stream  # after the newest: nothing missed
+    assert store.find("s1.9") is None  # never sent

@@ -36,11 +36,12 @@ class ResumableStream:
         self._close_connection = close
         self.final: tuple[bytes, str] | None = None  # the response, once sent
         self.ended = anyio.Event()
-        self._numbers = itertools.count(1)
+        self.last = 0  # the number of its newest event
         self._primed = False
 
     def _record(self, message: bytes | None) -> str:
-        event_id = f"{self.stream_id}.{next(self._numbers)}"
+        self.last += 1
+        event_id = f"{self.stream_id}.{self.last}"
         if message is not None:
             self.store.record(self.stream_id, event_id, message)
         return event_id
@@ -122,11 +123,12 @@ class StreamStore:
     def find(self, event_id: str) -> ResumableStream | None:
         """The stream an event id belongs to, if it can still be resumed from there."""
         stream = self.streams.get(event_id.rpartition(".")[0])
-        if stream is None or _number(event_id) < 0:
+        if stream is None:
             return None
-        oldest = min((_number(eid) for sid, eid, _ in self._events if sid == stream.stream_id), default=None)
-        if oldest is not None and _number(event_id) < oldest - 1:
-            return None  # events after it were already dropped
+        number = _number(event_id)
+        oldest = min((_number(eid) for sid, eid, _ in self._events if sid == stream.stream_id), default=stream.last + 1)
+        if number < oldest - 1 or number > stream.last:
+            return None  # events after it were already dropped, or it was never sent
         return stream
 
 
