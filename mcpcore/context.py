@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from .call import Call, Writer
+from .threads import ThreadPool
 from .wire import META_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_VERSION, encode_notification, missing_capability
 
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -34,11 +35,12 @@ def missing_capabilities(declared: Any, required: dict[str, Any]) -> dict[str, A
 class Context:
     """Per-call facts and request-scoped notifications (progress, log messages)."""
 
-    __slots__ = ("_call", "_writer", "request_id", "meta", "_log_rank", "state", "answers")
+    __slots__ = ("_call", "_writer", "request_id", "meta", "_log_rank", "state", "answers", "threads")
 
-    def __init__(self, call: Call, writer: Writer, meta: dict[str, Any]) -> None:
+    def __init__(self, call: Call, writer: Writer, meta: dict[str, Any], threads: ThreadPool) -> None:
         self._call = call
         self._writer = writer
+        self.threads = threads  # the server's worker threads: `await ctx.threads.run(fn, *args)` runs blocking code
         self.request_id = call.message.get("id")
         self.meta = meta
         self.state: Any = None  # the state sealed by an earlier InputRequired, on a retry

@@ -1,4 +1,4 @@
-"""Every default limit and setting of the transports, written once.
+"""Every default limit and setting of the runtime, written once.
 
 The transports' configuration (`HttpConfig`, `StdioSession`), the CLI's help
 and its worker supervisor all read them here, so a default cannot drift
@@ -8,6 +8,10 @@ between the code and what `mcpcore run --help` says.
 from __future__ import annotations
 
 MIB = 1024 * 1024
+
+# sync functions (tools, resources, prompts defined with `def`)
+SYNC_MAX_THREADS = 40  # worker threads at most, abandoned ones included
+SYNC_IDLE_TIMEOUT = 10.0  # seconds an idle worker thread lives
 
 # stdio
 STDIO_MAX_IN_FLIGHT = 128  # concurrent calls before reading pauses

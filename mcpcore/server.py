@@ -14,12 +14,14 @@ from typing import Any, Callable, Sequence, TypeVar, overload
 from .call import Call, Writer
 from .catalog import CacheHints, Catalog
 from .completions import Completions
+from .defaults import SYNC_MAX_THREADS
 from .dispatch import Dispatcher
 from .prompts import Prompt
 from .protocol import Route
 from .resources import Resource, ResourceTemplate
 from .sealing import DEFAULT_TTL_SECONDS, Sealer
 from .subscriptions import PROMPTS, RESOURCE, RESOURCES, TOOLS, Bus, Change, LocalBus, Subscriptions
+from .threads import ThreadPool
 from .tools import Tool
 from .wire import META_SERVER_INFO
 
@@ -49,6 +51,7 @@ class Server:
         bus: Bus | None = None,
         max_subscriptions: int = 1000,
         max_subscription_uris: int = 1000,
+        max_threads: int = SYNC_MAX_THREADS,
     ) -> None:
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
@@ -68,6 +71,7 @@ class Server:
         )
         self.prompts: Catalog[Prompt] = Catalog("prompts", page_size, self.cache, lambda: self._changed(PROMPTS))
         self.completions = Completions()
+        self.threads = ThreadPool(max_threads)
         self.dispatcher = Dispatcher(self)
 
     @property

@@ -14,8 +14,6 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import anyio.to_thread
-
 from .context import Context
 from .inputs import InputRequired
 from .typeschema import Converter, converter_for, jsonable_default, schema_for, split_annotated
@@ -104,7 +102,7 @@ class FunctionInfo:
                     raise ValueError(f"{param.name}: cannot be made a {_type_name(param.hint)} ({error})") from None
         return kwargs
 
-    async def invoke_reporting(self, kwargs: dict[str, Any], context: Context | None, what: str, data: Any) -> Any:
+    async def invoke_reporting(self, kwargs: dict[str, Any], context: Context, what: str, data: Any) -> Any:
         """`invoke`, with a failure of the function answered as one clear, non-leaking -32603
         naming `what` failed (its traceback goes to the log); protocol errors and questions pass."""
         try:
@@ -115,14 +113,14 @@ class FunctionInfo:
             log.exception("%s: %s() raised", what, self.name)
             raise McpError(INTERNAL_ERROR, f"{what} failed ({type(error).__name__})", data) from None
 
-    async def invoke(self, kwargs: dict[str, Any], context: Context | None) -> Any:
-        """Call the function: in this task if async, else in a worker thread."""
+    async def invoke(self, kwargs: dict[str, Any], context: Context) -> Any:
+        """Call the function: in this task if async, else on the server's worker threads."""
         if self.context_param is not None:
             kwargs[self.context_param] = context
         if self.is_async:
             value = await self.fn(**kwargs)
         else:
-            value = await anyio.to_thread.run_sync(functools.partial(self.fn, **kwargs), abandon_on_cancel=True)
+            value = await context.threads.run(functools.partial(self.fn, **kwargs))
         if isinstance(value, InputRequired):  # returning it is the same as raising it
             raise value
         return value

@@ -50,7 +50,7 @@ def gated_server() -> tuple[Server, Gate]:
         return key
 
     @server.resource("demo://a")
-    def note() -> str:
+    async def note() -> str:
         return "a"
 
     return server, gate

@@ -1,0 +1,166 @@
+"""The sync worker pool: results, errors, contextvars, anyio's from_thread, and its bound.
+
+Pool tests drive `ThreadPool` directly; the end-to-end ones run sync tools
+behind a real HTTP server on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import threading
+from typing import Any, Callable
+
+import anyio
+import anyio.from_thread
+import orjson
+import pytest
+
+from conftest import meta, request
+from http_client import HttpClient, mcp_headers, running
+from mcpcore import Context, Server
+from mcpcore.threads import ThreadPool
+
+pytestmark = pytest.mark.anyio
+
+WHO = contextvars.ContextVar("who", default="nobody")
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Poll a condition another thread makes true; give up (and fail) after 10 s."""
+    with anyio.fail_after(10):
+        while not condition():
+            await anyio.sleep(0.005)
+
+
+async def test_a_result_an_error_and_the_callers_contextvars_come_back() -> None:
+    pool = ThreadPool(max_threads=2)
+    WHO.set("caller")
+    assert await pool.run(lambda a, b: (a + b, WHO.get(), threading.current_thread().name), 2, 3) == (
+        5,
+        "caller",
+        "mcpcore sync worker",
+    )
+    with pytest.raises(KeyError, match="missing"):
+        await pool.run({}.__getitem__, "missing")
+
+
+async def test_many_quick_jobs_share_few_threads_and_all_finish() -> None:
+    pool = ThreadPool(max_threads=4)
+    results: list[int] = []
+
+    async def one(n: int) -> None:
+        results.append(await pool.run(lambda: n * n))
+
+    async with anyio.create_task_group() as tasks:
+        for n in range(500):
+            tasks.start_soon(one, n)
+    assert sorted(results) == [n * n for n in range(500)] and pool.threads <= 4
+
+
+async def test_anyio_from_thread_reaches_the_loop() -> None:
+    pool = ThreadPool()
+    loop_thread = threading.get_ident()
+
+    async def on_loop(x: int) -> tuple[int, bool]:
+        return x + 1, threading.get_ident() == loop_thread
+
+    assert await pool.run(anyio.from_thread.run, on_loop, 41) == (42, True)
+
+
+async def test_idle_threads_retire() -> None:
+    pool = ThreadPool(max_threads=3, idle_timeout=0.05)
+    release = threading.Event()
+    async with anyio.create_task_group() as tasks:
+        for _ in range(3):
+            tasks.start_soon(pool.run, release.wait)
+        await until(lambda: pool.threads == 3)
+        release.set()
+    await until(lambda: pool.threads == 0)
+    assert await pool.run(lambda: "again") == "again"  # a retired pool starts afresh
+
+
+async def test_cancelled_calls_hold_their_threads_within_the_bound(caplog: pytest.LogCaptureFixture) -> None:
+    pool = ThreadPool(max_threads=2)
+    release, started = threading.Event(), []
+
+    def hold(n: int) -> None:
+        started.append(n)
+        release.wait()
+
+    with caplog.at_level(logging.WARNING, logger="mcpcore.threads"):
+        for n in range(10):
+            with anyio.move_on_after(0.02):
+                await pool.run(hold, n)
+    # Two ran and were abandoned; eight were cancelled while queued and never start.
+    assert pool.threads == 2 and pool.abandoned == 2 and started == [0, 1]
+    assert any("held by cancelled calls" in r.getMessage() for r in caplog.records)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(lambda: pool.run(lambda: started.append(99)))
+        await anyio.sleep(0.05)
+        assert 99 not in started  # waits for a thread
+        release.set()
+    assert pool.abandoned == 0 and started == [0, 1, 99] and pool.threads == 2
+
+
+async def test_a_sync_tool_reports_progress_through_from_thread() -> None:
+    server = Server("sync-progress")
+
+    @server.tool
+    def count(n: int, ctx: Context) -> str:
+        for i in range(1, n + 1):
+            anyio.from_thread.run(ctx.progress, i, n)
+        return "counted"
+
+    message = request("tools/call", 1, meta(progressToken="p"), name="count", arguments={"n": 3})
+    async with running(server) as http, HttpClient.connect(http) as client:
+        reply = await client.post(message, mcp_headers(message))
+    assert reply.is_sse
+    assert [m["params"]["progress"] for m in reply.messages[:-1]] == [1, 2, 3]
+    assert reply.response["result"]["content"][0]["text"] == "counted"
+
+
+async def test_disconnect_cycles_on_a_blocking_sync_tool_stay_within_the_thread_bound() -> None:
+    """100 calls of a blocking tool, each dropped by closing its socket: at most
+    `max_threads` threads are ever held, the count is visible, other calls go on."""
+    server = Server("abandon", max_threads=3)
+    release, began = threading.Event(), []
+
+    @server.tool
+    def block(n: int) -> str:
+        began.append(n)
+        release.wait()
+        return "done"
+
+    @server.tool
+    def echo(text: str) -> str:
+        return text
+
+    @server.tool
+    async def ping() -> str:
+        return "pong"
+
+    def tool_call(request_id: int, name: str, **arguments: Any) -> dict[str, Any]:
+        return request("tools/call", request_id, name=name, arguments=arguments)
+
+    threads_before = threading.active_count()
+    try:
+        async with running(server) as http:
+            for n in range(100):
+                message = tool_call(n, "block", n=n)
+                async with HttpClient.connect(http) as client:
+                    await client.send_request(headers=mcp_headers(message), body=orjson.dumps(message))
+                    await until(lambda: len(http.runner.calls) == 1 and (n >= 3 or n in began))
+                await until(lambda: not http.runner.calls)  # the disconnect cancelled it
+            assert began == [0, 1, 2] and server.threads.abandoned == 3 and server.threads.threads == 3
+            assert threading.active_count() - threads_before <= 3
+            async with HttpClient.connect(http) as client:
+                ping = tool_call(100, "ping")
+                assert (await client.post(ping, mcp_headers(ping))).response["result"]["content"][0]["text"] == "pong"
+                release.set()
+                await until(lambda: server.threads.abandoned == 0)
+                echo_call = tool_call(101, "echo", text="hi")
+                assert (await client.post(echo_call, mcp_headers(echo_call))).response["result"]["content"][0]["text"] == "hi"
+            assert began == [0, 1, 2]  # the 97 dropped while queued never ran
+    finally:
+        release.set()
