@@ -1,0 +1,170 @@
+"""Instructions per request on each hot path, counted by valgrind's callgrind: a noise-free figure.
+
+    python benchmarks/instructions.py [--paths http-echo,stdio-echo,...] [--calls 1000] [--json out.json]
+
+Wall-clock rates on a shared 2-core machine wander by 10% or more between runs;
+the number of instructions a request costs does not. Each path is a fixed
+in-process batch of calls, driven through the transport's real protocol objects
+over a fake socket or pipe (so no client, kernel or scheduler cost is counted):
+the batch runs twice under callgrind, with `--warm` and `--warm + --calls`
+requests, and the difference divided by `--calls` is the cost of one request
+with start-up and warm-up cancelled out. Needs `valgrind` (an OS package).
+
+`--baseline FILE --tolerance 0.05` exits non-zero when a path costs more than 5%
+over the figure recorded in FILE (a previous `--json` output).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+HERE = Path(__file__).resolve().parent
+PATHS = {  # name → (transport, echo flavour or method)
+    "stdio-echo": ("stdio", "async"),
+    "stdio-sync-echo": ("stdio", "sync"),
+    "http-echo": ("http", "async"),
+    "http-sync-echo": ("http", "sync"),
+    "http-tools-list": ("http", "list"),
+}
+META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+class FakeTransport(asyncio.Transport):
+    """A socket or pipe that hands every write to `sink` and never pushes back."""
+
+    def __init__(self, sink: Callable[[bytes], None]) -> None:
+        super().__init__()
+        self.sink = sink
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.sink(bytes(data))
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 40000) if name == "peername" else default
+
+    def is_closing(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+
+def request_body(flavour: str) -> bytes:
+    if flavour == "list":
+        message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": META}}
+    else:
+        message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                   "params": {"name": "echo", "arguments": {"text": "hello"}, "_meta": META}}
+    return json.dumps(message, separators=(",", ":")).encode()
+
+
+async def drive(transport: str, flavour: str, count: int) -> None:
+    """Serve `count` requests one after another through the transport's protocol object."""
+    os.environ["MCPCORE_BENCH_ASYNC"] = "0" if flavour == "sync" else "1"
+    sys.path.insert(0, str(HERE / "servers"))
+    from mcpcore_bench import server  # type: ignore[import-not-found]
+
+    loop = asyncio.get_running_loop()
+    answered: list[asyncio.Future[None]] = []
+    written: list[bytes] = []
+
+    def sink(data: bytes) -> None:
+        written.append(data)
+        if answered and not answered[-1].done():
+            answered[-1].set_result(None)
+
+    body = request_body(flavour)
+    if transport == "http":
+        from mcpcore.transports.http import HttpConfig, HttpServer, _Connection
+
+        http = HttpServer(server, HttpConfig(port=8000))
+        connection = _Connection(http)
+        connection.connection_made(FakeTransport(sink))
+        method = b"tools/list" if flavour == "list" else b"tools/call"
+        name = b"" if flavour == "list" else b"Mcp-Name: echo\r\n"
+        chunk = (b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:8000\r\nContent-Type: application/json\r\n"
+                 b"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n"
+                 b"Mcp-Method: " + method + b"\r\n" + name + b"Content-Length: " + str(len(body)).encode()
+                 + b"\r\n\r\n" + body)
+        feed = connection.data_received
+    else:
+        from mcpcore.transports.stdio import StdioSession
+
+        session = StdioSession(server, -1, -1)
+        session._output = FakeTransport(sink)  # type: ignore[assignment]
+        chunk = body + b"\n"
+        feed = session.feed
+    for _ in range(count):
+        answered.append(loop.create_future())
+        feed(chunk)
+        await answered[-1]
+        answered.pop()
+        if b'"result":' not in written[-1] or b'"isError":true' in written[-1]:
+            raise SystemExit(f"instructions: the answer was not a result: {written[-1][:300]!r}")
+        written.clear()
+
+
+def collected(path: str, count: int, python: str) -> int:
+    """Instructions callgrind counts for one whole run of `path` with `count` requests."""
+    command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+               python, str(Path(__file__).resolve()), "--inner", path, str(count)]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=HERE.parent)
+    match = re.search(r"Collected : (\d+)", done.stderr)
+    if done.returncode != 0 or match is None:
+        raise SystemExit(f"instructions: {path} failed under valgrind:\n{done.stderr[-2000:]}")
+    return int(match.group(1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--paths", default=",".join(PATHS))
+    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--warm", type=int, default=300)
+    parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument("--baseline", type=Path, help="a previous --json output to compare with")
+    parser.add_argument("--tolerance", type=float, default=0.05)
+    parser.add_argument("--inner", nargs=2, metavar=("PATH", "COUNT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.inner:
+        transport, flavour = PATHS[args.inner[0]]
+        asyncio.run(drive(transport, flavour, int(args.inner[1])))
+        return
+    if shutil.which("valgrind") is None:
+        raise SystemExit("instructions: valgrind is not installed (apt-get install -y valgrind)")
+    figures: dict[str, int] = {}
+    for path in args.paths.split(","):
+        low, high = collected(path, args.warm, args.python), collected(path, args.warm + args.calls, args.python)
+        figures[path] = round((high - low) / args.calls)
+        print(f"{path:18} {figures[path]:>10,} instructions per request", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    if args.baseline:
+        baseline = json.loads(args.baseline.read_text())
+        worse = {p: (n, baseline[p]) for p, n in figures.items() if p in baseline and n > baseline[p] * (1 + args.tolerance)}
+        for path, (now, then) in worse.items():
+            print(f"instructions: {path} costs {now:,} per request, over {then:,} (+{now / then - 1:.1%})", file=sys.stderr)
+        if worse:
+            raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
