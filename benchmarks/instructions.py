@@ -34,6 +34,7 @@ PATHS = {  # name → (transport, echo flavour or method)
     "http-echo": ("http", "async"),
     "http-sync-echo": ("http", "sync"),
     "http-tools-list": ("http", "list"),
+    "http-ceiling": ("ceiling", "async"),  # h11 on a bare asyncio protocol: what an HTTP request costs at least
 }
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
 
@@ -80,6 +81,7 @@ async def drive(transport: str, flavour: str, count: int) -> None:
     """Serve `count` requests one after another through the transport's protocol object."""
     os.environ["MCPCORE_BENCH_ASYNC"] = "0" if flavour == "sync" else "1"
     sys.path.insert(0, str(HERE / "servers"))
+    from ceiling_http import Ceiling  # type: ignore[import-not-found]
     from mcpcore_bench import server  # type: ignore[import-not-found]
 
     loop = asyncio.get_running_loop()
@@ -92,7 +94,7 @@ async def drive(transport: str, flavour: str, count: int) -> None:
             answered[-1].set_result(None)
 
     body = request_body(flavour)
-    if transport == "http":
+    if transport in ("http", "ceiling"):
         from mcpcore.transports.http import HttpConfig, HttpServer, _Connection
 
         http = HttpServer(server, HttpConfig(port=8000))
@@ -104,6 +106,9 @@ async def drive(transport: str, flavour: str, count: int) -> None:
                  b"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n"
                  b"Mcp-Method: " + method + b"\r\n" + name + b"Content-Length: " + str(len(body)).encode()
                  + b"\r\n\r\n" + body)
+        if transport == "ceiling":
+            connection = Ceiling()
+            connection.connection_made(FakeTransport(sink))
         feed = connection.data_received
     else:
         from mcpcore.transports.stdio import StdioSession

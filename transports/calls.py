@@ -101,7 +101,7 @@ class CallRunner:
         self.calls: set[Call] = set()  # running or held
         self._held: collections.deque[tuple[Call, Writer, Done]] = collections.deque()
         self._counted = 0  # running calls that use the window
-        self._changed = anyio.Event()  # set whenever a call ends
+        self._changed: anyio.Event | None = None  # while draining: set whenever a call ends
 
     @property
     def held(self) -> int:
@@ -142,7 +142,8 @@ class CallRunner:
 
     def _end(self, call: Call, done: Done) -> None:
         self.calls.discard(call)
-        self._changed.set()
+        if self._changed is not None:
+            self._changed.set()
         done(call)
 
     def _start_held(self) -> None:
@@ -175,3 +176,4 @@ class CallRunner:
         while self.calls:
             self._changed = anyio.Event()
             await self._changed.wait()
+        self._changed = None

@@ -32,6 +32,7 @@ LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
 SENTINEL_PREFIX, SENTINEL_SUFFIX = "=?base64?", "?="
 _INTEGER = re.compile(r"-?[0-9]+(\.0+)?")  # 42 and 42.0 compare equal; 4_2 or 4e1 never
+_VISIBLE_ASCII = re.compile(r"[ -~\t]*")  # what a header value may hold without the base64 sentinel
 
 
 @dataclass(frozen=True)
@@ -246,7 +247,7 @@ def decode_header_value(value: str) -> str:
             return base64.b64decode(encoded, validate=True).decode("utf-8")
         except (binascii.Error, UnicodeDecodeError):
             raise ValueError("is not valid base64 of UTF-8 text") from None
-    if any(not (" " <= ch <= "~" or ch == "\t") for ch in value):
+    if not _VISIBLE_ASCII.fullmatch(value):
         raise ValueError("has characters outside visible ASCII; encode it as =?base64?...?=")
     return value
 
