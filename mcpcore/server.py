@@ -92,7 +92,8 @@ class Server:
 
         Options: name, title, description, input_schema (raw JSON Schema, kept
         verbatim), output_schema, annotations, requires (client capabilities),
-        meta, ttl_ms, cache_scope.
+        meta, ttl_ms, cache_scope, inline (a sync function runs on the event loop
+        instead of a worker thread: only for trivial, never-blocking functions).
         """
         if fn is None:
             return lambda f: self.tool(f, **options)

@@ -39,11 +39,14 @@ def _type_name(hint: Any) -> str:
 class FunctionInfo:
     """The introspected shape of a tool, resource or prompt function."""
 
-    def __init__(self, fn: Callable[..., Any]) -> None:
+    def __init__(self, fn: Callable[..., Any], *, inline: bool = False) -> None:
         self.fn = fn
         self.name = getattr(fn, "__name__", type(fn).__name__)
         self.doc = inspect.getdoc(fn) or None
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+        if inline and self.is_async:
+            raise ValueError(f"{self.name}(): inline=True is for sync functions; an async one already runs on the event loop")
+        self.inline = inline  # a sync function called on the event loop itself: it blocks every other caller while it runs
         hints = typing.get_type_hints(fn, include_extras=True)
         self.return_hint = hints.get("return", inspect.Signature.empty)
         self.context_param: str | None = None
@@ -114,11 +117,13 @@ class FunctionInfo:
             raise McpError(INTERNAL_ERROR, f"{what} failed ({type(error).__name__})", data) from None
 
     async def invoke(self, kwargs: dict[str, Any], context: Context) -> Any:
-        """Call the function: in this task if async, else on the server's worker threads."""
+        """Call the function: in this task if async or inline, else on the server's worker threads."""
         if self.context_param is not None:
             kwargs[self.context_param] = context
         if self.is_async:
             value = await self.fn(**kwargs)
+        elif self.inline:
+            value = self.fn(**kwargs)
         else:
             value = await context.threads.run(functools.partial(self.fn, **kwargs))
         if isinstance(value, InputRequired):  # returning it is the same as raising it

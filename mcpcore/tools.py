@@ -50,8 +50,9 @@ class Tool:
         requires: dict[str, Any] | None = None,
         meta: dict[str, Any] | None = None,
         cache: CacheHints | None = None,
+        inline: bool = False,
     ) -> None:
-        self.info = FunctionInfo(fn)
+        self.info = FunctionInfo(fn, inline=inline)
         self.key = self.info.name if name is None else name
         check_tool_name(self.key)
         self.raw_schema = input_schema is not None

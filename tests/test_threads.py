@@ -164,3 +164,32 @@ async def test_disconnect_cycles_on_a_blocking_sync_tool_stay_within_the_thread_
             assert began == [0, 1, 2]  # the 97 dropped while queued never ran
     finally:
         release.set()
+
+
+async def test_an_inline_sync_tool_runs_on_the_event_loop() -> None:
+    server = Server("inline")
+    loop_thread = threading.get_ident()
+
+    @server.tool(inline=True)
+    def where() -> bool:
+        return threading.get_ident() == loop_thread
+
+    @server.tool
+    def elsewhere() -> bool:
+        return threading.get_ident() == loop_thread
+
+    async with running(server) as http, HttpClient.connect(http) as client:
+        for name, on_loop in (("where", "true"), ("elsewhere", "false")):
+            message = request("tools/call", name, name=name, arguments={})
+            assert (await client.post(message, mcp_headers(message))).response["result"]["content"][0]["text"] == on_loop
+    assert server.threads.threads == 1
+
+
+def test_inline_is_refused_for_an_async_tool() -> None:
+    server = Server("inline")
+
+    async def already_on_the_loop() -> str:
+        return ""
+
+    with pytest.raises(ValueError, match="inline=True is for sync functions"):
+        server.add_tool(already_on_the_loop, inline=True)
