@@ -8,6 +8,7 @@ module) is used. A callable attribute is called to build the server.
 from __future__ import annotations
 
 import argparse
+import logging
 import importlib
 import importlib.util
 import os
@@ -18,6 +19,7 @@ from typing import Any, Sequence
 from . import __version__
 from . import defaults as d
 from .logs import DEFAULT_LEVEL, LEVELS
+from .lifespan import StartupError
 from .runner import TRANSPORTS, run, run_workers
 from .server import Server
 
@@ -172,4 +174,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         run(server, args.transport, log_level=args.log_level, **options)
     except ValueError as error:  # a configuration the transport refuses, said in one line
+        sys.exit(f"mcpcore: {error}")
+    except StartupError as error:  # the app's own start-up failed: its traceback, then one line
+        logging.getLogger("mcpcore").error("start-up failed", exc_info=error.__cause__)
         sys.exit(f"mcpcore: {error}")

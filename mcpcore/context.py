@@ -8,10 +8,13 @@ asked for them.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from .call import Call, Writer
 from .threads import ThreadPool
+
+if TYPE_CHECKING:
+    from .server import Server
 from .wire import META_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_VERSION, encode_notification, missing_capability
 
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -35,12 +38,12 @@ def missing_capabilities(declared: Any, required: dict[str, Any]) -> dict[str, A
 class Context:
     """Per-call facts and request-scoped notifications (progress, log messages)."""
 
-    __slots__ = ("_call", "_writer", "request_id", "meta", "_log_rank", "state", "answers", "threads")
+    __slots__ = ("_call", "_writer", "_server", "request_id", "meta", "_log_rank", "state", "answers")
 
-    def __init__(self, call: Call, writer: Writer, meta: dict[str, Any], threads: ThreadPool) -> None:
+    def __init__(self, call: Call, writer: Writer, meta: dict[str, Any], server: Server) -> None:
         self._call = call
         self._writer = writer
-        self.threads = threads  # the server's worker threads: `await ctx.threads.run(fn, *args)` runs blocking code
+        self._server = server
         self.request_id = call.message.get("id")
         self.meta = meta
         self.state: Any = None  # the state sealed by an earlier InputRequired, on a retry
@@ -59,6 +62,16 @@ class Context:
     @property
     def client_info(self) -> dict[str, Any] | None:
         return self.meta.get(META_CLIENT_INFO)
+
+    @property
+    def threads(self) -> ThreadPool:
+        """The server's worker threads: `await ctx.threads.run(fn, *args)` runs blocking code off the loop."""
+        return self._server.threads
+
+    @property
+    def lifespan(self) -> Any:
+        """What the server's lifespan start-up yielded (`Server(lifespan=...)`); None without one."""
+        return self._server.lifespan.value
 
     @property
     def principal(self) -> str | None:

@@ -160,7 +160,7 @@ class Dispatcher:
             if reason:
                 raise McpError(METHOD_NOT_FOUND, f"Method not found: {method!r}; {reason}")
             raise McpError(METHOD_NOT_FOUND, f"Method not found: {method!r}")
-        context = Context(call, writer, meta, self.server.threads)
+        context = Context(call, writer, meta, self.server)
         if method in INPUT_METHODS:
             result = await self._with_inputs(entry[0], route, params, context)
         else:

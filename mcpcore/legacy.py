@@ -124,7 +124,7 @@ class LegacyDispatcher:
         if handler is None:
             raise McpError(METHOD_NOT_FOUND, f"Method not found: {method!r}")
         route = call.route or self.dispatcher.route(call.message)
-        context = Context(call, writer, _session_meta(session, params), self.dispatcher.server.threads)
+        context = Context(call, writer, _session_meta(session, params), self.dispatcher.server)
         try:
             if method in INPUT_METHODS:
                 result = await self._with_requests(handler, route, params, context, session, writer)

@@ -53,7 +53,9 @@ async def _serve(server: Server, transport: str, options: dict[str, Any]) -> Non
         from .transports.http import HttpConfig, HttpServer
 
         http = HttpServer(server, HttpConfig(**options))
-    async with anyio.create_task_group() as tasks:
+    # Entered before any task group, so a failing start-up raises plainly; the transport's own
+    # entry then only counts (the start-up runs once).
+    async with server.lifespan, anyio.create_task_group() as tasks:
         if transport == "http":
             tasks.start_soon(_stop_on_signals, http.stop, tasks.cancel_scope)
             async with anyio.create_task_group() as serving:

@@ -16,6 +16,7 @@ from .catalog import CacheHints, Catalog
 from .completions import Completions
 from .defaults import SYNC_MAX_THREADS
 from .dispatch import Dispatcher
+from .lifespan import Lifespan, LifespanFactory
 from .prompts import Prompt
 from .protocol import Route
 from .resources import Resource, ResourceTemplate
@@ -52,6 +53,7 @@ class Server:
         max_subscriptions: int = 1000,
         max_subscription_uris: int = 1000,
         max_threads: int = SYNC_MAX_THREADS,
+        lifespan: LifespanFactory | None = None,
     ) -> None:
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
@@ -72,6 +74,7 @@ class Server:
         self.prompts: Catalog[Prompt] = Catalog("prompts", page_size, self.cache, lambda: self._changed(PROMPTS))
         self.completions = Completions()
         self.threads = ThreadPool(max_threads)
+        self.lifespan = Lifespan(self, lifespan)  # every transport serves inside `async with server.lifespan`
         self.dispatcher = Dispatcher(self)
 
     @property

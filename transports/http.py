@@ -74,6 +74,8 @@ class HttpConfig:
     grace_period: float = defaults.HTTP_GRACE_PERIOD
     max_sessions: int = defaults.HTTP_MAX_SESSIONS
     session_idle_timeout: float = defaults.HTTP_SESSION_IDLE_TIMEOUT
+    health_path: str | None = defaults.HTTP_HEALTH_PATH  # None: no liveness probe
+    ready_path: str | None = defaults.HTTP_READY_PATH  # None: no readiness probe
     listen_fd: int | None = None  # an inherited listening socket (worker processes)
 
 
@@ -102,6 +104,15 @@ def _header_map(raw: list[tuple[bytes, bytes]]) -> tuple[dict[str, str], int, fr
     return headers, size, frozenset(repeated) if repeated else _NONE_REPEATED
 
 
+@dataclass(frozen=True)
+class Probe:
+    """A health probe's answer."""
+
+    status: int
+    body: bytes
+    headers: tuple[tuple[str, str], ...] = ()
+
+
 class _Connection(WriteFlow):
     """One client connection: h11 events in, one request at a time, responses out."""
 
@@ -127,6 +138,7 @@ class _Connection(WriteFlow):
         self._body_size = 0  # every byte, kept or dropped
         self._body_chunks = 0
         self._refusal: Rejection | None = None  # answer once the refused request's body is read
+        self._probe: Probe | None = None  # a health probe's answer, sent once its request has ended
 
     # -- asyncio callbacks ------------------------------------------------
 
@@ -267,6 +279,9 @@ class _Connection(WriteFlow):
             limit = self.http.config.max_header_bytes
             raise h11.RemoteProtocolError(f"headers exceed the limit of {limit} bytes", error_status_hint=431)
         method, target = request.method.decode("ascii", "replace"), request.target.decode("ascii", "replace")
+        self._probe = self._probe_answer(method, target)
+        if self._probe is not None:
+            return
         refusal = check_head(self.http.policy, method, target, self._headers)
         expects_continue = self._headers.get("expect", "").lower() == "100-continue"
         if refusal is not None and (refusal.status == 413 or expects_continue):
@@ -286,13 +301,16 @@ class _Connection(WriteFlow):
         elif self._body_chunks > config.max_body_chunks:  # each chunk costs parsing time: bound their number
             why = f"Body arrives in more than {config.max_body_chunks} chunks; send larger chunks"
             self._refuse_now(Rejection(400, McpError(INVALID_REQUEST, why)))
-        elif self._refusal is None:
+        elif self._refusal is None and self._probe is None:
             self._body += data
 
     def _on_end(self) -> bool:
         """A whole request arrived: answer it now or start its call. True to keep reading."""
         self._cancel_timer()
         self._phase = None
+        if self._probe is not None:
+            self._reply(self._probe.status, self._probe.body, self._probe.headers)
+            return self._next_cycle()
         if self._refusal is not None:
             self._answer(self._refusal)
             return self._next_cycle()
@@ -495,13 +513,29 @@ class _Connection(WriteFlow):
 
     # -- refusals and timers --------------------------------------------
 
+    def _probe_answer(self, method: str, target: str) -> Probe | None:
+        """The answer to a liveness or readiness probe, None for other paths. No Host, Origin
+        or MCP rule applies: a load balancer probes by address, and the answer reveals nothing."""
+        config = self.http.config
+        path = target.split("?", 1)[0]
+        if path == config.path or path not in (config.health_path, config.ready_path):
+            return None
+        if method not in ("GET", "HEAD"):
+            return Probe(405, b'{"status":"method not allowed"}', (("allow", "GET, HEAD"),))
+        if path == config.ready_path and not self.http.ready:
+            return Probe(503, b'{"status":"draining"}')
+        return Probe(200, b'{"status":"ok"}')
+
     def _answer(self, rejection: Rejection, close: bool = False) -> None:
-        body = encode_error(rejection.request_id, rejection.error)
+        self._reply(rejection.status, encode_error(rejection.request_id, rejection.error), rejection.headers, close)
+
+    def _reply(self, status: int, body: bytes, extra: tuple[tuple[str, str], ...] = (), close: bool = False) -> None:
+        """A JSON answer the transport makes itself (a refusal or a probe)."""
         headers = JSON_HEADERS + [(b"content-length", str(len(body)).encode())]
-        headers += [(name.encode(), value.encode()) for name, value in rejection.headers]
+        headers += [(name.encode(), value.encode()) for name, value in extra]
         if close or self.http.closing:
             headers.append((b"connection", b"close"))
-        events: list[Any] = [response_head(rejection.status, headers, False)]
+        events: list[Any] = [response_head(status, headers, False)]
         if self._request is None or self._request.method != b"HEAD":  # a reply to HEAD has no body
             events.append(h11.Data(data=body))
         self.send(*events, h11.EndOfMessage())
@@ -567,6 +601,11 @@ class HttpServer:
         return make_policy(c.host, port, c.path, c.allowed_hosts, c.allowed_origins, c.max_body_bytes)
 
     @property
+    def ready(self) -> bool:
+        """Serving, with the lifespan entered, and not draining (the readiness probe's answer)."""
+        return self.server.lifespan.entered and not self.closing
+
+    @property
     def url(self) -> str:
         host = f"[{self.config.host}]" if ":" in self.config.host else self.config.host
         return f"http://{host}:{self.port}{self.config.path}"
@@ -584,6 +623,11 @@ class HttpServer:
         self._stop.set()
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[HttpServer] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Enter the server's lifespan, listen, and serve until `stop()`; the lifespan ends after the drain."""
+        async with self.server.lifespan:
+            await self._listen_and_serve(task_status)
+
+    async def _listen_and_serve(self, task_status: anyio.abc.TaskStatus[HttpServer]) -> None:
         loop = asyncio.get_running_loop()
         if self.config.listen_fd is not None:
             inherited = socket.socket(fileno=self.config.listen_fd)

@@ -185,6 +185,11 @@ class StdioSession:
         self._ended.set()
 
     async def serve(self) -> None:
+        """Enter the server's lifespan and serve until EOF or `stop()`; the lifespan ends after the drain."""
+        async with self.server.lifespan:
+            await self._serve()
+
+    async def _serve(self) -> None:
         loop = asyncio.get_running_loop()
         force = os.environ.get(FORCE_BRIDGE_ENV) == "1"
         (in_fd, _), (out_fd, out_bridge) = pollable(self.in_fd, True, force), pollable(self.out_fd, False, force)

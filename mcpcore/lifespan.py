@@ -1,0 +1,70 @@
+"""`Lifespan`: the app's start-up and shut-down code, run once however many transports serve.
+
+`Server(lifespan=fn)` takes a function of the server that returns an async
+context manager, typically an `@asynccontextmanager` generator that opens a
+database pool, yields it and closes it. Every transport enters
+`server.lifespan` before it serves and leaves it after its in-flight calls have
+drained; the first entry runs the start-up, the last exit the shut-down, so
+stdio and HTTP serving one server in one process share one pool. What the
+start-up yields is `ctx.lifespan` in every call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any, AsyncContextManager, Callable
+
+import anyio
+
+if TYPE_CHECKING:
+    from .server import Server
+
+__all__ = ["Lifespan", "StartupError"]
+
+LifespanFactory = Callable[["Server"], AsyncContextManager[Any]]
+
+
+class StartupError(RuntimeError):
+    """The lifespan's start-up raised: the server must not serve."""
+
+
+class Lifespan:
+    """A reference-counted entry into the app's lifespan context manager."""
+
+    def __init__(self, server: Server, factory: LifespanFactory | None) -> None:
+        self._server = server
+        self._factory = factory
+        self._users = 0
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._lock = anyio.Lock()
+        self.value: Any = None  # what the start-up yielded, while entered
+
+    @property
+    def entered(self) -> bool:
+        """Start-up has finished and shut-down has not begun."""
+        return self._users > 0
+
+    async def __aenter__(self) -> Any:
+        async with self._lock:
+            if self._users == 0 and self._factory is not None:
+                stack = contextlib.AsyncExitStack()
+                try:
+                    self.value = await stack.enter_async_context(self._factory(self._server))
+                except Exception as error:
+                    raise StartupError(
+                        f"the lifespan of server {self._server.name!r} failed at start-up: {type(error).__name__}: {error}"
+                    ) from error
+                self._stack = stack
+            self._users += 1
+            return self.value
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        with anyio.CancelScope(shield=True):  # shut-down runs even when serving was cancelled
+            async with self._lock:
+                self._users -= 1
+                if self._users == 0 and self._stack is not None:
+                    stack, self._stack = self._stack, None
+                    try:
+                        await stack.aclose()
+                    finally:
+                        self.value = None
