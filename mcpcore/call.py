@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 if TYPE_CHECKING:
+    from .auth import AccessToken
     from .protocol import Route
     from .session import Session
 
@@ -43,7 +44,8 @@ class Call:
     route: Route | None = None  # set by the transport (or on first dispatch)
     headers: Mapping[str, str] = field(default_factory=lambda: NO_HEADERS)  # HTTP request headers, lower-case names, read-only
     peer: tuple[Any, ...] | None = None  # the HTTP client's socket address; None on stdio
-    principal: str | None = None  # the authenticated caller; None until a transport authenticates
+    principal: str | None = None  # the authenticated caller's subject; None without authentication
+    auth: AccessToken | None = None  # the verified token it came with
     session: Session | None = None  # the legacy (2025-era) session it belongs to; None on the modern wire
     cancelled: bool = False  # set by `cancel()` only
     task: Cancellable | None = None  # what runs the call, set by the transport's runner

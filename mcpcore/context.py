@@ -14,6 +14,7 @@ from .call import Call, Writer
 from .threads import ThreadPool
 
 if TYPE_CHECKING:
+    from .auth import AccessToken
     from .server import Server
 from .wire import META_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_VERSION, encode_notification, missing_capability
 
@@ -75,8 +76,13 @@ class Context:
 
     @property
     def principal(self) -> str | None:
-        """The authenticated caller, when the transport knows one."""
+        """The authenticated caller's subject; None without authentication (stdio, or no `Server(auth=...)`)."""
         return self._call.principal
+
+    @property
+    def auth(self) -> AccessToken | None:
+        """The caller's verified access token (subject, client id, scopes, expiry, claims); None without one."""
+        return self._call.auth
 
     @property
     def headers(self) -> Mapping[str, str]:

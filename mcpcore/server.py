@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence, TypeVar, overload
 
 from .call import Call, Writer
+from .auth import Auth
 from .catalog import CacheHints, Catalog
 from .completions import Completions
 from .defaults import SYNC_MAX_THREADS
@@ -54,6 +55,7 @@ class Server:
         max_subscription_uris: int = 1000,
         max_threads: int = SYNC_MAX_THREADS,
         lifespan: LifespanFactory | None = None,
+        auth: Auth | None = None,
     ) -> None:
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
@@ -74,6 +76,7 @@ class Server:
         self.prompts: Catalog[Prompt] = Catalog("prompts", page_size, self.cache, lambda: self._changed(PROMPTS))
         self.completions = Completions()
         self.threads = ThreadPool(max_threads)
+        self.auth = auth  # HTTP requests need a bearer token it accepts (stdio is unauthenticated)
         self.lifespan = Lifespan(self, lifespan)  # every transport serves inside `async with server.lifespan`
         self.dispatcher = Dispatcher(self)
 
@@ -95,8 +98,9 @@ class Server:
 
         Options: name, title, description, input_schema (raw JSON Schema, kept
         verbatim), output_schema, annotations, requires (client capabilities),
-        meta, ttl_ms, cache_scope, inline (a sync function runs on the event loop
-        instead of a worker thread: only for trivial, never-blocking functions).
+        meta, ttl_ms, cache_scope, scopes (OAuth scopes a caller's token needs, with
+        `Server(auth=...)`), inline (a sync function runs on the event loop instead of
+        a worker thread: only for trivial, never-blocking functions).
         """
         if fn is None:
             return lambda f: self.tool(f, **options)

@@ -9,7 +9,7 @@ can read; `McpError` passes through as a protocol error.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import orjson
 
@@ -51,8 +51,10 @@ class Tool:
         meta: dict[str, Any] | None = None,
         cache: CacheHints | None = None,
         inline: bool = False,
+        scopes: Sequence[str] = (),
     ) -> None:
         self.info = FunctionInfo(fn, inline=inline)
+        self.scopes = tuple(scopes)  # what a caller's token needs, on an authenticated transport
         self.key = self.info.name if name is None else name
         check_tool_name(self.key)
         self.raw_schema = input_schema is not None

@@ -33,6 +33,11 @@ async def until(condition: Callable[[], bool]) -> None:
             await anyio.sleep(0.005)
 
 
+async def run_in(scope: anyio.CancelScope, pool: ThreadPool, fn: Callable[..., Any], *args: Any) -> None:
+    with scope:
+        await pool.run(fn, *args)
+
+
 async def test_a_result_an_error_and_the_callers_contextvars_come_back() -> None:
     pool = ThreadPool(max_threads=2)
     WHO.set("caller")
@@ -88,18 +93,24 @@ async def test_cancelled_calls_hold_their_threads_within_the_bound(caplog: pytes
         started.append(n)
         release.wait()
 
-    with caplog.at_level(logging.WARNING, logger="mcpcore.threads"):
-        for n in range(10):
-            with anyio.move_on_after(0.02):
-                await pool.run(hold, n)
+    async with anyio.create_task_group() as tasks:
+        scopes = [anyio.CancelScope() for _ in range(10)]
+        for n, scope in enumerate(scopes):
+            tasks.start_soon(run_in, scope, pool, hold, n)
+            if n < 2:
+                await until(lambda: n in started)
+        await anyio.wait_all_tasks_blocked()
+        for scope in scopes:
+            scope.cancel()
     # Two ran and were abandoned; eight were cancelled while queued and never start.
     assert pool.threads == 2 and pool.abandoned == 2 and started == [0, 1]
-    assert any("held by cancelled calls" in r.getMessage() for r in caplog.records)
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(lambda: pool.run(lambda: started.append(99)))
-        await anyio.sleep(0.05)
-        assert 99 not in started  # waits for a thread
-        release.set()
+    with caplog.at_level(logging.WARNING, logger="mcpcore.threads"):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(lambda: pool.run(lambda: started.append(99)))
+            await anyio.wait_all_tasks_blocked()
+            assert 99 not in started  # waits for a thread
+            assert any("held by cancelled calls" in r.getMessage() for r in caplog.records)
+            release.set()
     assert pool.abandoned == 0 and started == [0, 1, 99] and pool.threads == 2
 
 

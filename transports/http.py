@@ -27,9 +27,12 @@ from typing import Any, Awaitable, Callable
 import anyio
 import anyio.abc
 import h11
+import orjson
 
 from mcpcore import defaults
+from mcpcore.auth import AccessToken, Auth, AuthFailure
 from mcpcore.call import Call
+from mcpcore.protocol import Route
 from mcpcore.server import Server
 from mcpcore.session import Session, Sessions, new_session_id
 from mcpcore.wire import INVALID_REQUEST, NOTIFICATION, REQUEST, RESPONSE, McpError, encode_error
@@ -105,8 +108,8 @@ def _header_map(raw: list[tuple[bytes, bytes]]) -> tuple[dict[str, str], int, fr
 
 
 @dataclass(frozen=True)
-class Probe:
-    """A health probe's answer."""
+class Fixed:
+    """An answer that needs no MCP processing: a health probe's, or the resource metadata."""
 
     status: int
     body: bytes
@@ -138,7 +141,9 @@ class _Connection(WriteFlow):
         self._body_size = 0  # every byte, kept or dropped
         self._body_chunks = 0
         self._refusal: Rejection | None = None  # answer once the refused request's body is read
-        self._probe: Probe | None = None  # a health probe's answer, sent once its request has ended
+        self._fixed: Fixed | None = None  # a probe's or the metadata's answer, sent once its request has ended
+        self._token: AccessToken | None = None  # the current request's verified token
+        self.verifying: asyncio.Task[None] | None = None  # checking the current request's token
 
     # -- asyncio callbacks ------------------------------------------------
 
@@ -177,7 +182,7 @@ class _Connection(WriteFlow):
     @property
     def serving(self) -> bool:
         """A call or a standalone stream has this connection (no next request is read meanwhile)."""
-        return self.call is not None or self.stream is not None
+        return self.call is not None or self.stream is not None or self.verifying is not None
 
     # -- writing (the writer's `Link`) -----------------------------------
 
@@ -213,6 +218,8 @@ class _Connection(WriteFlow):
             self.call.cancel()  # on the legacy wire only notifications/cancelled cancels
         if self.stream is not None:
             self.stream.cancel()
+        if self.verifying is not None:
+            self.verifying.cancel()
 
     def resume_writing(self) -> None:
         super().resume_writing()
@@ -272,15 +279,15 @@ class _Connection(WriteFlow):
             self._set_timer(seconds)
 
     def _on_head(self, request: h11.Request) -> None:
-        self._request = request
+        self._request, self._token = request, None
         self._headers, head_size, self._repeated = _header_map(request.headers.raw_items())
         self._body, self._body_size, self._body_chunks, self._refusal = bytearray(), 0, 0, None
         if head_size + len(request.target) > self.http.config.max_header_bytes:
             limit = self.http.config.max_header_bytes
             raise h11.RemoteProtocolError(f"headers exceed the limit of {limit} bytes", error_status_hint=431)
         method, target = request.method.decode("ascii", "replace"), request.target.decode("ascii", "replace")
-        self._probe = self._probe_answer(method, target)
-        if self._probe is not None:
+        self._fixed = self._fixed_answer(method, target)
+        if self._fixed is not None:
             return
         refusal = check_head(self.http.policy, method, target, self._headers)
         expects_continue = self._headers.get("expect", "").lower() == "100-continue"
@@ -301,24 +308,29 @@ class _Connection(WriteFlow):
         elif self._body_chunks > config.max_body_chunks:  # each chunk costs parsing time: bound their number
             why = f"Body arrives in more than {config.max_body_chunks} chunks; send larger chunks"
             self._refuse_now(Rejection(400, McpError(INVALID_REQUEST, why)))
-        elif self._refusal is None and self._probe is None:
+        elif self._refusal is None and self._fixed is None:
             self._body += data
 
     def _on_end(self) -> bool:
         """A whole request arrived: answer it now or start its call. True to keep reading."""
         self._cancel_timer()
         self._phase = None
-        if self._probe is not None:
-            self._reply(self._probe.status, self._probe.body, self._probe.headers)
+        if self._fixed is not None:
+            self._reply(self._fixed.status, self._fixed.body, self._fixed.headers)
             return self._next_cycle()
         if self._refusal is not None:
             self._answer(self._refusal)
             return self._next_cycle()
+        auth = self.http.server.auth
+        if auth is not None and self._token is None:
+            self._verify(auth)  # then back here
+            return False
         assert self._request is not None
         if self._request.method != b"POST":
             return self._session_request(self._request.method)
         session_id = self._headers.get("mcp-session-id")
-        inbound = check_body(self._body, self.http.sessions.get(session_id) if session_id else None)
+        session = self.http.sessions.get(session_id) if session_id else None
+        inbound = check_body(self._body, session if session is not None and session.principal == self._principal else None)
         self._body = bytearray()
         if isinstance(inbound, Rejection):
             self._answer(inbound)
@@ -337,8 +349,60 @@ class _Connection(WriteFlow):
         if mismatch is not None:
             self._answer(mismatch)
             return self._next_cycle()
-        self._start(Call(message, route, MappingProxyType(self._headers), self.peer), HttpWriter(self, self.http.config.sse_keepalive))
+        if self._forbidden(route, message["id"]):
+            return self._next_cycle()
+        self._start(self._call(message, route), HttpWriter(self, self.http.config.sse_keepalive))
         return False
+
+    @property
+    def _principal(self) -> str | None:
+        return None if self._token is None else self._token.subject
+
+    def _call(self, message: dict[str, Any], route: Route, session: Session | None = None) -> Call:
+        headers = MappingProxyType(self._headers)
+        return Call(message, route, headers, self.peer, self._principal, self._token, session=session)
+
+    # -- authorization ----------------------------------------------------
+
+    def _verify(self, auth: Auth) -> None:
+        """Check the request's bearer token in a task (a verifier may do I/O), then go on with the request."""
+
+        async def verify() -> None:
+            try:
+                verdict = await auth.authenticate(self._headers.get("authorization"))
+            except Exception:  # a verifier that cannot decide (its key server is down, say) is not the client's fault
+                log.exception("the token verifier failed")
+                verdict = AuthFailure(503, "", "The access token could not be verified now; retry shortly")
+            finally:
+                self.verifying = None
+            if self.gone:
+                return
+            if isinstance(verdict, AuthFailure):
+                self._refuse_token(verdict)
+                go_on = self._next_cycle()
+            else:
+                self._token = verdict
+                go_on = self._on_end()
+            if go_on:
+                self._resume_reading()
+                self._advance()
+
+        self.verifying = self.loop.create_task(verify())
+
+    def _refuse_token(self, failure: AuthFailure, request_id: Any = None) -> None:
+        headers = (("www-authenticate", failure.challenge),) if failure.challenge else (("retry-after", "1"),)
+        self._answer(Rejection(failure.status, McpError(INVALID_REQUEST, failure.message), request_id, headers))
+
+    def _forbidden(self, route: Route, request_id: Any) -> bool:
+        """Answer 403 when the token lacks a scope the route's tool requires."""
+        auth, tool = self.http.server.auth, route.target
+        if auth is None or self._token is None or tool is None or not tool.scopes:
+            return False
+        failure = auth.check_scopes(self._token, tool.scopes)
+        if failure is None:
+            return False
+        self._refuse_token(failure, request_id)
+        return True
 
     def _start(self, call: Call, writer: HttpWriter) -> None:
         self.call, self.writer = call, writer
@@ -369,9 +433,9 @@ class _Connection(WriteFlow):
             except McpError as full:
                 self._answer(Rejection(503, full, message["id"], (("retry-after", "1"),)))
                 return self._next_cycle()
-            session = self._opening = Session(new_session_id())
+            session = self._opening = Session(new_session_id(), principal=self._principal)
         else:
-            found = legacy_session(self._headers, sessions, message.get("id"))
+            found = legacy_session(self._headers, sessions, message.get("id"), self._principal)
             if isinstance(found, Rejection):
                 self._answer(found)
                 return self._next_cycle()
@@ -385,7 +449,10 @@ class _Connection(WriteFlow):
             error = McpError(INVALID_REQUEST, f"Request id {message['id']!r} is already in flight in this session")
             self._answer(Rejection(400, error, message["id"]))
             return self._next_cycle()
-        call = Call(message, self.http.server.route(message), MappingProxyType(self._headers), self.peer, session=session)
+        route = self.http.server.route(message)
+        if self._forbidden(route, message["id"]):
+            return self._next_cycle()
+        call = self._call(message, route, session)
         session.calls[message["id"]] = call
         sink = HttpWriter(self, self.http.config.sse_keepalive, self._session_headers)
         if session.version == "2025-11-25":  # resumable: an SSE stream with event ids (resume.py)
@@ -418,7 +485,7 @@ class _Connection(WriteFlow):
 
     def _session_request(self, method: bytes) -> bool:
         """GET opens a session's standalone stream; DELETE ends the session."""
-        found = legacy_session(self._headers, self.http.sessions)
+        found = legacy_session(self._headers, self.http.sessions, principal=self._principal)
         if isinstance(found, Rejection):
             self._answer(found)
             return self._next_cycle()
@@ -513,18 +580,22 @@ class _Connection(WriteFlow):
 
     # -- refusals and timers --------------------------------------------
 
-    def _probe_answer(self, method: str, target: str) -> Probe | None:
-        """The answer to a liveness or readiness probe, None for other paths. No Host, Origin
-        or MCP rule applies: a load balancer probes by address, and the answer reveals nothing."""
-        config = self.http.config
+    def _fixed_answer(self, method: str, target: str) -> Fixed | None:
+        """The answer to a liveness or readiness probe or a resource metadata request; None for
+        other paths. No Host, Origin or MCP rule applies: a load balancer probes by address,
+        a browser-based client fetches the public metadata cross-origin, and neither reveals a thing."""
+        config, http = self.http.config, self.http
         path = target.split("?", 1)[0]
-        if path == config.path or path not in (config.health_path, config.ready_path):
+        metadata = http.metadata is not None and path in http.metadata_paths
+        if path == config.path or not (metadata or path in (config.health_path, config.ready_path)):
             return None
         if method not in ("GET", "HEAD"):
-            return Probe(405, b'{"status":"method not allowed"}', (("allow", "GET, HEAD"),))
-        if path == config.ready_path and not self.http.ready:
-            return Probe(503, b'{"status":"draining"}')
-        return Probe(200, b'{"status":"ok"}')
+            return Fixed(405, b'{"status":"method not allowed"}', (("allow", "GET, HEAD"),))
+        if metadata:
+            return Fixed(200, http.metadata, (("access-control-allow-origin", "*"),))  # type: ignore[arg-type]
+        if path == config.ready_path and not http.ready:
+            return Fixed(503, b'{"status":"draining"}')
+        return Fixed(200, b'{"status":"ok"}')
 
     def _answer(self, rejection: Rejection, close: bool = False) -> None:
         self._reply(rejection.status, encode_error(rejection.request_id, rejection.error), rejection.headers, close)
@@ -593,6 +664,9 @@ class HttpServer:
         self.runner = CallRunner(server, max_in_flight=self.config.max_in_flight, grace_period=self.config.grace_period)
         self.sessions = Sessions(self.config.max_sessions, self.config.session_idle_timeout, time.monotonic)
         self.stores: weakref.WeakKeyDictionary[Session, StreamStore] = weakref.WeakKeyDictionary()
+        auth = server.auth
+        self.metadata = None if auth is None else orjson.dumps(auth.metadata())  # RFC 9728, served as is
+        self.metadata_paths = () if auth is None else auth.metadata_paths
         self.closing = False
         self._stop = anyio.Event()
 

@@ -221,8 +221,11 @@ def is_legacy(message: dict[str, Any], headers: Mapping[str, str]) -> bool:
     return message.get("method") == "initialize" or headers.get("mcp-protocol-version") not in MODERN_VERSIONS
 
 
-def legacy_session(headers: Mapping[str, str], sessions: Sessions, request_id: Any = None) -> Session | Rejection:
-    """The live session a legacy message names (400 without `Mcp-Session-Id`, 404 once it ended)."""
+def legacy_session(
+    headers: Mapping[str, str], sessions: Sessions, request_id: Any = None, principal: str | None = None
+) -> Session | Rejection:
+    """The live session a legacy message names (400 without `Mcp-Session-Id`; 404 once it ended,
+    or when another principal than the one that opened it asks)."""
     version = headers.get("mcp-protocol-version")
     if version in MODERN_VERSIONS:
         why = f"GET and DELETE serve 2025-era sessions; protocol {version} has none (POST each request instead)"
@@ -234,7 +237,7 @@ def legacy_session(headers: Mapping[str, str], sessions: Sessions, request_id: A
     if session_id is None:
         return Rejection(400, McpError(INVALID_REQUEST, "The Mcp-Session-Id header is required: open a session with initialize first"), request_id)
     session = sessions.get(session_id)
-    if session is None:
+    if session is None or session.principal != principal:
         return Rejection(404, McpError(INVALID_REQUEST, "Session not found: it ended or expired; send initialize to open a new one"), request_id)
     return session
 
