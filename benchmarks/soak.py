@@ -4,8 +4,9 @@
 
 Starts benchmarks/servers/soak_server.py on 127.0.0.1 (pinned to one CPU and this
 driver to another when taskset and two CPUs are available), warms every phase up at a
-small count, then runs the four measured phases (a count of 0 skips one), sampling the
-server's VmRSS every --sample-interval seconds:
+small count (20,000 calls, 1,000 SSE calls and hang-ups, three waves of sockets), then
+runs the four measured phases (a count of 0 skips one), sampling the server's VmRSS every
+--sample-interval seconds:
 
 1. calls: `tools/call` in a closed loop over --connections keep-alive connections, half
    to `echo` (a sync tool: worker thread), half to `echo_async`; JSON answers.
@@ -13,7 +14,8 @@ server's VmRSS every --sample-interval seconds:
    every answer is an SSE stream; each must hold both and the result.
 3. disconnects: a fresh connection calls `hang` (it never returns) and goes away before
    the answer: after its progress event (the call is running) or right after sending
-   (it may not have started), by closing (FIN) or resetting (RST), in turn.
+   (it may not have started), by closing (FIN) or resetting (RST), in turn. 20,000 of
+   them outnumber the server's 1,024 in-flight slots: one not freed stalls later calls.
 4. sockets: connections that send nothing, half a request head, or a head one byte at a
    time, then are left alone: the server's header deadline must close each (with 408
    once bytes came). In waves below --max-connections; a normal call must succeed
@@ -61,7 +63,8 @@ MIB = 1024  # KiB
 REPLY_TIMEOUT = 10.0  # seconds for any single answer the driver waits for
 REAP_MARGIN = 5.0  # seconds past the header deadline before an open socket counts as not reaped
 RESERVED_CONNECTIONS = 8  # kept free below the server's limit during a wave, for health calls
-WARMUP = {"calls": 20_000, "sse": 1_000, "disconnects": 1_000}  # sockets: one wave
+WARMUP = {"calls": 20_000, "sse": 1_000, "disconnects": 1_000}  # and three waves of sockets
+WARMUP_WAVES = 3  # the allocator takes a few waves of ~1,000 open connections to settle
 SSE_PARTS = (b"data: ", b'"notifications/progress"', b'"notifications/message"', b'"result"')
 LOITER_HEAD = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json\r\n"
 
@@ -402,7 +405,7 @@ async def soak(server: SoakServer, phases: list[Phase], wave_size: int, args: ar
     await server.ready()
     print(f"# server started: {server.logged().strip() or 'nothing logged'}", file=sys.stderr)  # the random-key warning
     warm_start = server.rss()
-    warm = {"sockets": wave_size, **WARMUP}
+    warm = {"sockets": WARMUP_WAVES * wave_size, **WARMUP}
     for phase in phases:
         print(f"# warm-up: {phase.name} x {min(phase.count, warm[phase.name]):,}", file=sys.stderr)
         try:
