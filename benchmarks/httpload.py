@@ -19,18 +19,20 @@ import multiprocessing
 import os
 import resource
 import time
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 VERSION = "2026-07-28"
 
 
-def mcp_request(method: str, params: dict[str, Any], request_id: int = 1) -> tuple[bytes, dict[str, str]]:
-    """A 2026-07-28 request body and its required headers."""
+def mcp_request(method: str, params: dict[str, Any], request_id: int = 1,
+                meta: dict[str, Any] | None = None) -> tuple[bytes, dict[str, str]]:
+    """A 2026-07-28 request body and its required headers; `meta` adds to its `_meta` (a progressToken, a logLevel)."""
     params = {**params, "_meta": {
         "io.modelcontextprotocol/protocolVersion": VERSION,
         "io.modelcontextprotocol/clientCapabilities": {},
         "io.modelcontextprotocol/clientInfo": {"name": "mcpcore-httpload", "version": "1"},
+        **(meta or {}),
     }}
     body = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}).encode()
     headers = {
@@ -144,7 +146,7 @@ class _Connection(asyncio.Protocol):
             return
         consumed, status, body = parsed
         del self.buffer[:consumed]
-        self.run.record(time.perf_counter() - self.sent_at, is_error(status, body))
+        self.run.record(time.perf_counter() - self.sent_at, self.run.failed(status, body))
         self._send()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -155,8 +157,9 @@ class _Connection(asyncio.Protocol):
 
 
 class _Run:
-    def __init__(self, limit: int, deadline: float, warmup_until: float) -> None:
+    def __init__(self, limit: int, deadline: float, warmup_until: float, failed: Callable[[int, bytes], bool]) -> None:
         self.limit = limit
+        self.failed = failed
         self.deadline = deadline
         self.warmup_until = warmup_until
         self.latencies: list[float] = []
@@ -181,10 +184,13 @@ class _Run:
             self.finished.set_result(now)
 
 
-async def _drive(host: str, port: int, request: bytes, connections: int, limit: int, duration: float, warmup: float) -> dict[str, Any]:
+async def drive(host: str, port: int, request: bytes, connections: int, limit: int, duration: float, warmup: float,
+                failed: Callable[[int, bytes], bool] = is_error) -> dict[str, Any]:
+    """Send `request` over `connections` keep-alive connections in a closed loop until `limit` answers
+    were measured or `duration` passed; `failed(status, body)` says which answers count as errors."""
     loop = asyncio.get_running_loop()
     now = time.perf_counter()
-    run = _Run(limit, now + warmup + duration, now + warmup)
+    run = _Run(limit, now + warmup + duration, now + warmup, failed)
     protocols = []
     for _ in range(connections):
         _, protocol = await loop.create_connection(lambda: _Connection(request, run), host, port)
@@ -203,7 +209,7 @@ async def _drive(host: str, port: int, request: bytes, connections: int, limit: 
 
 
 def _worker(args: tuple[Any, ...]) -> dict[str, Any]:
-    return asyncio.run(_drive(*args))
+    return asyncio.run(drive(*args))
 
 
 def load(url: str, body: bytes, headers: dict[str, str], connections: int = 64, requests: int = 10**9,
@@ -240,12 +246,7 @@ def main() -> None:
     params: dict[str, Any] = {}
     if args.method == "tools/call":
         params = {"name": args.tool, "arguments": json.loads(args.arguments)}
-    body, headers = mcp_request(args.method, params)
-    extra_meta = json.loads(args.meta)
-    if extra_meta:
-        message = json.loads(body)
-        message["params"]["_meta"].update(extra_meta)
-        body = json.dumps(message).encode()
+    body, headers = mcp_request(args.method, params, meta=json.loads(args.meta))
     result = load(args.url, body, headers, args.connections, args.requests, args.duration, args.warmup, args.processes)
     result["max_rss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     result["pid"] = os.getpid()

@@ -70,6 +70,12 @@ def test_mcp_request_carries_the_required_headers() -> None:
     assert wire.startswith(b"POST /mcp HTTP/1.1\r\nHost: h:1\r\n") and wire.endswith(body)
 
 
+def test_mcp_request_adds_extra_meta_beside_the_required_fields() -> None:
+    body, _ = httpload.mcp_request("tools/call", {"name": "echo", "arguments": {}}, meta={"progressToken": "p"})
+    meta = json.loads(body)["params"]["_meta"]
+    assert meta["progressToken"] == "p" and meta["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
+
+
 def test_stdio_answers_are_counted_per_line_with_errors() -> None:
     data = b'{"result":{}}\n{"error":{"code":1}}\n{"result":{"isError":true}}\n'
     assert stdiobench.count_answers(data) == (3, 2)
