@@ -14,6 +14,7 @@ The transports' side of the path is `transports/calls.py`.
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import orjson
@@ -126,6 +127,21 @@ class Dispatcher:
 
     async def handle(self, call: Call, writer: Writer) -> None:
         """Answer one request: notifications (if any) then exactly one response."""
+        metrics = self.server.metrics
+        if metrics is None:
+            await self._answer(call, writer)
+            return
+        started, code = time.perf_counter(), INTERNAL_ERROR
+        try:
+            code = await self._answer(call, writer)
+        finally:
+            route = call.route
+            tool = route.target.key if route is not None and route.target is not None else ""
+            method = route.method if route is not None else str(call.message.get("method"))
+            metrics.call_ended(method, tool, code, call.cancelled, time.perf_counter() - started)
+
+    async def _answer(self, call: Call, writer: Writer) -> int | None:
+        """Dispatch and respond; the JSON-RPC error code sent, or None for a result."""
         request_id = call.message.get("id")
         code = None
         dispatch = self._dispatch if call.session is None else self.legacy.dispatch
@@ -138,6 +154,7 @@ class Dispatcher:
             code, response = INTERNAL_ERROR, encode_error(request_id, McpError(INTERNAL_ERROR, "Internal error"))
         if not call.cancelled:
             await writer.respond(response, code)
+        return code
 
     async def _dispatch(self, call: Call, writer: Writer) -> bytes:
         if call.route is None:

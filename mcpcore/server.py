@@ -18,6 +18,7 @@ from .completions import Completions
 from .defaults import SYNC_MAX_THREADS
 from .dispatch import Dispatcher
 from .lifespan import Lifespan, LifespanFactory
+from .metrics import Metrics
 from .prompts import Prompt
 from .protocol import Route
 from .resources import Resource, ResourceTemplate
@@ -56,6 +57,7 @@ class Server:
         max_threads: int = SYNC_MAX_THREADS,
         lifespan: LifespanFactory | None = None,
         auth: Auth | None = None,
+        metrics: bool = False,
     ) -> None:
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
@@ -77,6 +79,7 @@ class Server:
         self.completions = Completions()
         self.threads = ThreadPool(max_threads)
         self.auth = auth  # HTTP requests need a bearer token it accepts (stdio is unauthenticated)
+        self.metrics = Metrics() if metrics else None  # counted when on; the HTTP server serves /metrics
         self.lifespan = Lifespan(self, lifespan)  # every transport serves inside `async with server.lifespan`
         self.dispatcher = Dispatcher(self)
 

@@ -50,7 +50,7 @@ from .httprules import (
     make_policy,
     public_bind_refusal,
 )
-from .httpwriter import JSON_HEADERS, HttpWriter, Timer, response_head
+from .httpwriter import HttpWriter, Timer, response_head
 from .resume import StreamStore
 
 log = logging.getLogger(__name__)
@@ -80,6 +80,8 @@ class HttpConfig:
     health_path: str | None = defaults.HTTP_HEALTH_PATH  # None: no liveness probe
     ready_path: str | None = defaults.HTTP_READY_PATH  # None: no readiness probe
     listen_fd: int | None = None  # an inherited listening socket (worker processes)
+    metrics_host: str = "127.0.0.1"  # where `Server(metrics=True)` serves GET /metrics: its own listener,
+    metrics_port: int | None = None  # never the public one (None: counted but not served)
 
 
 _NONE_REPEATED: frozenset[str] = frozenset()
@@ -114,13 +116,15 @@ class Fixed:
     status: int
     body: bytes
     headers: tuple[tuple[str, str], ...] = ()
+    content_type: bytes = b"application/json"
 
 
 class _Connection(WriteFlow):
     """One client connection: h11 events in, one request at a time, responses out."""
 
-    def __init__(self, http: "HttpServer") -> None:
+    def __init__(self, http: "HttpServer", metrics_only: bool = False) -> None:
         self.http = http
+        self.metrics_only = metrics_only  # on the metrics listener: GET /metrics and nothing else
         self.loop = asyncio.get_running_loop()
         self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=http.config.max_header_bytes)
         self.transport: asyncio.Transport | None = None
@@ -286,7 +290,7 @@ class _Connection(WriteFlow):
             limit = self.http.config.max_header_bytes
             raise h11.RemoteProtocolError(f"headers exceed the limit of {limit} bytes", error_status_hint=431)
         method, target = request.method.decode("ascii", "replace"), request.target.decode("ascii", "replace")
-        self._fixed = self._fixed_answer(method, target)
+        self._fixed = self._metrics_answer(method, target) if self.metrics_only else self._fixed_answer(method, target)
         if self._fixed is not None:
             return
         refusal = check_head(self.http.policy, method, target, self._headers)
@@ -316,7 +320,8 @@ class _Connection(WriteFlow):
         self._cancel_timer()
         self._phase = None
         if self._fixed is not None:
-            self._reply(self._fixed.status, self._fixed.body, self._fixed.headers)
+            fixed = self._fixed
+            self._reply(fixed.status, fixed.body, fixed.headers, content_type=fixed.content_type)
             return self._next_cycle()
         if self._refusal is not None:
             self._answer(self._refusal)
@@ -597,12 +602,25 @@ class _Connection(WriteFlow):
             return Fixed(503, b'{"status":"draining"}')
         return Fixed(200, b'{"status":"ok"}')
 
+    def _metrics_answer(self, method: str, target: str) -> Fixed:
+        if target.split("?", 1)[0] != "/metrics":
+            return Fixed(404, b'{"status":"not found: this listener serves GET /metrics only"}')
+        if method not in ("GET", "HEAD"):
+            return Fixed(405, b'{"status":"method not allowed"}', (("allow", "GET, HEAD"),))
+        return Fixed(200, self.http.render_metrics(), (), b"text/plain; version=0.0.4; charset=utf-8")
+
     def _answer(self, rejection: Rejection, close: bool = False) -> None:
+        metrics = self.http.server.metrics
+        if metrics is not None:
+            metrics.rejected(rejection.status)
         self._reply(rejection.status, encode_error(rejection.request_id, rejection.error), rejection.headers, close)
 
-    def _reply(self, status: int, body: bytes, extra: tuple[tuple[str, str], ...] = (), close: bool = False) -> None:
-        """A JSON answer the transport makes itself (a refusal or a probe)."""
-        headers = JSON_HEADERS + [(b"content-length", str(len(body)).encode())]
+    def _reply(
+        self, status: int, body: bytes, extra: tuple[tuple[str, str], ...] = (), close: bool = False,
+        content_type: bytes = b"application/json",
+    ) -> None:
+        """An answer the transport makes itself (a refusal, a probe, the metadata, the metrics)."""
+        headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
         headers += [(name.encode(), value.encode()) for name, value in extra]
         if close or self.http.closing:
             headers.append((b"connection", b"close"))
@@ -667,12 +685,27 @@ class HttpServer:
         auth = server.auth
         self.metadata = None if auth is None else orjson.dumps(auth.metadata())  # RFC 9728, served as is
         self.metadata_paths = () if auth is None else auth.metadata_paths
+        self.metrics_port: int | None = None  # the metrics listener's port, once listening
         self.closing = False
         self._stop = anyio.Event()
 
     def _policy(self, port: int) -> Policy:
         c = self.config
         return make_policy(c.host, port, c.path, c.allowed_hosts, c.allowed_origins, c.max_body_bytes)
+
+    def render_metrics(self) -> bytes:
+        """The server's counters with this transport's live gauges (Prometheus text format)."""
+        metrics = self.server.metrics
+        assert metrics is not None
+        threads = self.server.threads
+        return metrics.render({
+            "mcpcore_in_flight_calls": ("Calls running or waiting for a slot.", len(self.runner.calls)),
+            "mcpcore_http_connections": ("Open HTTP connections.", len(self.connections)),
+            "mcpcore_sessions": ("Live 2025-era sessions.", len(self.sessions)),
+            "mcpcore_subscriptions": ("Open subscriptions/listen streams.", len(self.server.subscriptions)),
+            "mcpcore_worker_threads": ("Worker threads for sync functions.", threads.threads),
+            "mcpcore_abandoned_threads": ("Worker threads still running a cancelled call.", threads.abandoned),
+        })
 
     @property
     def ready(self) -> bool:
@@ -711,6 +744,11 @@ class HttpServer:
         sockets = listener.sockets or []
         self.port = sockets[0].getsockname()[1] if sockets else self.config.port
         self.policy = self._policy(self.port)
+        metrics = None
+        if self.server.metrics is not None and self.config.metrics_port is not None:
+            metrics = await loop.create_server(lambda: _Connection(self, metrics_only=True), self.config.metrics_host,
+                                               self.config.metrics_port)
+            self.metrics_port = (metrics.sockets or [None])[0].getsockname()[1]  # type: ignore[union-attr]
         try:
             task_status.started(self)
             async with anyio.create_task_group() as sweeping:
@@ -721,6 +759,8 @@ class HttpServer:
                 sweeping.cancel_scope.cancel()
         finally:
             listener.close()
+            if metrics is not None:
+                metrics.close()
             self.runner.cancel_all()
             self.sessions.end_all()
             for connection in list(self.connections):
