@@ -23,6 +23,7 @@ from .call import Call, Writer
 from .context import LOG_LEVELS, Context
 from .inputs import InputRequired, read_answers
 from .legacy import LegacyDispatcher
+from .middleware import chain
 from .protocol import INPUT_METHODS, NAME_FIELDS, REMOVED_METHODS, Route, method_route
 from .sealing import binding
 from .subscriptions import PROMPTS, RESOURCES, TOOLS
@@ -146,7 +147,11 @@ class Dispatcher:
         code = None
         dispatch = self._dispatch if call.session is None else self.legacy.dispatch
         try:
-            response = encode_raw_result(request_id, await dispatch(call, writer))
+            if self.server.middleware:
+                result = await chain(self.server.middleware, lambda current: dispatch(current, writer))(call)
+            else:
+                result = await dispatch(call, writer)
+            response = encode_raw_result(request_id, result)
         except McpError as error:
             code, response = error.code, encode_error(request_id, error)
         except Exception:  # a bug on our side or in user code outside a tool

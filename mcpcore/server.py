@@ -19,6 +19,7 @@ from .defaults import SYNC_MAX_THREADS
 from .dispatch import Dispatcher
 from .lifespan import Lifespan, LifespanFactory
 from .metrics import Metrics
+from .middleware import Middleware
 from .prompts import Prompt
 from .protocol import Route
 from .resources import Resource, ResourceTemplate
@@ -58,6 +59,7 @@ class Server:
         lifespan: LifespanFactory | None = None,
         auth: Auth | None = None,
         metrics: bool = False,
+        middleware: Sequence[Middleware] = (),
     ) -> None:
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
@@ -79,6 +81,7 @@ class Server:
         self.completions = Completions()
         self.threads = ThreadPool(max_threads)
         self.auth = auth  # HTTP requests need a bearer token it accepts (stdio is unauthenticated)
+        self.middleware = tuple(middleware)  # around every call, the first one outermost (middleware.py)
         self.metrics = Metrics() if metrics else None  # counted when on; the HTTP server serves /metrics
         self.lifespan = Lifespan(self, lifespan)  # every transport serves inside `async with server.lifespan`
         self.dispatcher = Dispatcher(self)

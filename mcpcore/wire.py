@@ -25,6 +25,7 @@ RESOURCE_NOT_FOUND = -32002  # legacy (2025-era) code; the modern wire uses -326
 HEADER_MISMATCH = -32020
 MISSING_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_VERSION = -32022
+RATE_LIMITED = 429  # mcpcore's own (outside the JSON-RPC reserved range, as MCP asks): too many requests; `data.retryAfter` in seconds
 
 META_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"

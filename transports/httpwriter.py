@@ -28,8 +28,10 @@ from http import HTTPStatus
 from typing import Any, Callable, Protocol
 
 import h11
+import orjson
 
 from mcpcore.protocol import http_status
+from mcpcore.wire import RATE_LIMITED
 
 from .sse import sse_comment, sse_event, sse_priming
 
@@ -117,6 +119,13 @@ def response_head(status: int, headers: list[tuple[bytes, bytes]], last: bool) -
 _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
 
 
+def retry_after(message: bytes) -> bytes:
+    """The `Retry-After` value a rate-limit error's `data.retryAfter` asks for (1 s if unreadable)."""
+    data = orjson.loads(message).get("error", {}).get("data")
+    seconds = data.get("retryAfter") if isinstance(data, dict) else None
+    return str(seconds if isinstance(seconds, int) and not isinstance(seconds, bool) and seconds > 0 else 1).encode()
+
+
 class HttpWriter:
     """One request's writer (see the module docstring for its states)."""
 
@@ -201,6 +210,8 @@ class HttpWriter:
         self._stop_ticking()
         if before is WriterState.DIRECT:
             headers = JSON_HEADERS + [(b"content-length", str(len(message)).encode())]
+            if error_code == RATE_LIMITED:
+                headers.append((b"retry-after", retry_after(message)))
             events: list[Any] = [self._head(http_status(error_code), headers), h11.Data(data=message)]
         else:
             events = [h11.Data(data=sse_event(message, event_id))]
