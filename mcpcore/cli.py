@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 from . import __version__
 from . import defaults as d
-from .logs import DEFAULT_LEVEL, LEVELS
+from .logs import DEFAULT_LEVEL, FORMATS, LEVELS
 from .lifespan import StartupError
 from .runner import TRANSPORTS, run, run_workers
 from .server import Server
@@ -97,6 +97,8 @@ def _parser() -> argparse.ArgumentParser:
     runner.add_argument("--transport", choices=TRANSPORTS, default="stdio")
     runner.add_argument("--log-level", choices=LEVELS, default=DEFAULT_LEVEL,
                         help=f"least severe diagnostics written to stderr ({DEFAULT_LEVEL})")
+    runner.add_argument("--log-format", choices=FORMATS, default="text",
+                        help="stderr diagnostics as 'mcpcore: message' lines (text) or one JSON object per line (json)")
     runner.add_argument("--max-in-flight", type=int, help="concurrent calls before reading pauses "
                         f"(stdio {d.STDIO_MAX_IN_FLIGHT}, http {d.HTTP_MAX_IN_FLIGHT})")
     runner.add_argument("--grace-period", type=float, help="seconds in-flight calls get to finish at shutdown "
@@ -163,7 +165,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         host, path = args.host or d.HTTP_HOST, args.path or d.HTTP_PATH
         port = d.HTTP_PORT if args.port is None else args.port  # 0: any free port
         try:
-            sys.exit(run_workers(worker_args, host, port, args.workers, path, args.log_level, tuple(args.allowed_hosts or ())))
+            sys.exit(run_workers(worker_args, host, port, args.workers, path, args.log_level, tuple(args.allowed_hosts or ()),
+                                 args.log_format))
         except ValueError as error:
             sys.exit(f"mcpcore: {error}")
     names = _HTTP_OPTIONS if args.transport == "http" else _STDIO_OPTIONS
@@ -172,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if name in options:
             options[name] = tuple(options[name])
     try:
-        run(server, args.transport, log_level=args.log_level, **options)
+        run(server, args.transport, log_level=args.log_level, log_format=args.log_format, **options)
     except ValueError as error:  # a configuration the transport refuses, said in one line
         sys.exit(f"mcpcore: {error}")
     except StartupError as error:  # the app's own start-up failed: its traceback, then one line

@@ -23,6 +23,7 @@ from .call import Call, Writer
 from .context import LOG_LEVELS, Context
 from .inputs import InputRequired, read_answers
 from .legacy import LegacyDispatcher
+from .logs import current_call
 from .middleware import chain
 from .protocol import INPUT_METHODS, NAME_FIELDS, REMOVED_METHODS, Route, method_route
 from .sealing import binding
@@ -128,6 +129,7 @@ class Dispatcher:
 
     async def handle(self, call: Call, writer: Writer) -> None:
         """Answer one request: notifications (if any) then exactly one response."""
+        current_call.set(call)  # for the log records of this call (its task's own context)
         metrics = self.server.metrics
         if metrics is None:
             await self._answer(call, writer)

@@ -7,20 +7,75 @@ logged with `exc_info`; with no logging configured at all, Python's last-resort
 handler still prints warnings and errors to stderr. Running a server (the CLI,
 `Server.run`) adds a stderr handler through `configure` unless the application
 configured logging itself.
+
+Records logged while a call runs carry its facts as attributes (`CallFilter`:
+`request_id`, `method`, `tool`, `principal`; the access log adds `outcome` and
+`duration_ms`), and `JsonFormatter` writes one JSON object per record for log
+shippers (`mcpcore run --log-format json`).
 """
 
 from __future__ import annotations
 
+import contextvars
+import datetime
 import logging
 import sys
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+if TYPE_CHECKING:
+    from .call import Call
 
 ROOT_LOGGER = "mcpcore"
 LEVELS = ("debug", "info", "warning", "error", "critical")
+FORMATS = ("text", "json")
 DEFAULT_LEVEL = "info"
+CALL_FIELDS = ("request_id", "method", "tool", "principal", "outcome", "duration_ms")
+
+current_call: contextvars.ContextVar[Call | None] = contextvars.ContextVar("mcpcore_call", default=None)
 
 
-def configure(level: str = DEFAULT_LEVEL) -> None:
-    """Log `mcpcore` records at `level` and above to stderr as `mcpcore: message`.
+class CallFilter(logging.Filter):
+    """Adds the running call's request id, method, tool and principal to each record (if not already set)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        call = current_call.get()
+        if call is not None:
+            route = call.route
+            facts = {
+                "request_id": call.message.get("id"),
+                "method": call.message.get("method"),
+                "tool": route.target.key if route is not None and route.target is not None else None,
+                "principal": call.principal,
+            }
+            for name, value in facts.items():
+                if not hasattr(record, name):
+                    setattr(record, name, value)
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, the call's facts, the traceback."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for name in CALL_FIELDS:
+            value = getattr(record, name, None)
+            if value is not None:
+                entry[name] = value
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return orjson.dumps(entry, default=str).decode()
+
+
+def configure(level: str = DEFAULT_LEVEL, log_format: str = "text") -> None:
+    """Log `mcpcore` records at `level` and above to stderr as `mcpcore: message` (or JSON lines).
 
     Leaves logging alone when the application (or an earlier call) already set up
     handlers, on the root logger or on `mcpcore`.
@@ -30,5 +85,6 @@ def configure(level: str = DEFAULT_LEVEL) -> None:
     if logger.handlers or logging.getLogger().handlers:
         return
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("mcpcore: %(message)s"))
+    handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter("mcpcore: %(message)s"))
+    handler.addFilter(CallFilter())
     logger.addHandler(handler)

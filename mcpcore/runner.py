@@ -98,11 +98,13 @@ def _has_uvloop() -> bool:
     return importlib.util.find_spec("uvloop") is not None
 
 
-def run(server: Server, transport: str = "stdio", *, log_level: str = DEFAULT_LEVEL, **options: Any) -> None:
+def run(
+    server: Server, transport: str = "stdio", *, log_level: str = DEFAULT_LEVEL, log_format: str = "text", **options: Any
+) -> None:
     """Serve until the transport ends or a signal arrives."""
     if transport not in TRANSPORTS:
         raise ValueError(f"unknown transport {transport!r}; choose one of {', '.join(TRANSPORTS)}")
-    configure(log_level)
+    configure(log_level, log_format)
     _open_standard_fds()
     anyio.run(_serve, server, transport, options, backend_options={"use_uvloop": _has_uvloop()})
     # A cancelled sync tool may still occupy a worker thread; do not wait for it.
@@ -112,7 +114,8 @@ def run(server: Server, transport: str = "stdio", *, log_level: str = DEFAULT_LE
 
 
 def run_workers(
-    worker_args: Sequence[str], host: str, port: int, workers: int, path: str, log_level: str, allowed_hosts: tuple[str, ...]
+    worker_args: Sequence[str], host: str, port: int, workers: int, path: str, log_level: str, allowed_hosts: tuple[str, ...],
+    log_format: str = "text",
 ) -> int:
     """Supervise `workers` HTTP worker processes on one socket; return the exit status."""
     from .transports.httprules import public_bind_refusal
@@ -122,5 +125,5 @@ def run_workers(
     if refusal is not None:
         raise ValueError(refusal)  # before binding: every worker would refuse it
 
-    configure(log_level)
+    configure(log_level, log_format)
     return supervise(worker_args, host, port, workers, path)
