@@ -163,7 +163,9 @@ class Link:
         incomplete and the link unusable).
         Raises BadResponse for malformed bytes and asyncio.TimeoutError.
         """
-        if self.h11.our_state is h11.DONE and self.h11.their_state is h11.DONE:
+        if self.eof or self.h11.their_state not in (h11.IDLE, h11.DONE):
+            return None  # the connection ended, or its last response was cut: nothing more can come
+        if self.h11.our_state is h11.DONE:
             self.h11.start_next_cycle()
         self.h11.send(h11.Request(method=method, target="/", headers=[("host", "fuzz")]))
         self.h11.send(h11.EndOfMessage())
@@ -175,12 +177,16 @@ class Link:
                 event = self.h11.next_event()
             except h11.RemoteProtocolError as error:
                 self.usable = False
+                if self.eof:
+                    return reply  # closed in the middle of the response: incomplete
                 raise BadResponse(f"not a well-formed HTTP response: {error}") from None
             if event is h11.NEED_DATA:
-                data = b"" if self.eof else await self._read(deadline)
+                data = await self._read(deadline)
                 if not data:
                     self.eof, self.usable = True, False
-                    return reply  # closed before the response began, or in its middle (incomplete)
+                    if reply is None:
+                        return None  # closed before a response began
+                # the end of the bytes ends a body framed by the connection's close (an HTTP/1.0 client's stream)
                 self.h11.receive_data(data)
             elif isinstance(event, h11.Response):
                 headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in event.headers}
@@ -370,6 +376,7 @@ class HttpWorker:
             (40, self.keepalive), (8, self.pipelined), (6, self.chunked), (3, self.trickled), (4, self.disconnect),
             (3, self.broken), (3, self.other_requests), (2, self.truncated), (0.5, self.oversized),
             (6, self.legacy_session), (2, self.multi_round_trip), (1, self.listen), (0.05, self.session_flood),
+            (0.2, self.burst),
         ]
         weights = [weight for weight, _ in scenarios]
         try:
@@ -446,7 +453,7 @@ class HttpWorker:
             sent = Sent(f"pipelined {what}", owed(body), valid=valid, required=not closed)
             reply = None if closed else await link.reply()
             self.fuzz.check(sent, reply)
-            closed = closed or reply is None or reply.closes
+            closed = closed or reply is None or reply.closes or not reply.complete
         if closed:
             await self._drop()
 
@@ -591,6 +598,24 @@ class HttpWorker:
         self.fuzz.check(sent, await link.reply())
         await link.close()
 
+    async def burst(self) -> None:
+        """Many connections at once, each with a valid call."""
+
+        async def one() -> None:
+            message = self.messages.call(modern=True)
+            body = gen.dumps(message)
+            link = await Link.open(self.fuzz.port)
+            try:
+                data = gen.http_request(gen.mcp_headers(message), body, host=self.host)
+                await self._exchange(link, data, Sent(f"a valid {_name(message)} in a burst", owed(body), valid=True))
+            finally:
+                await link.close()
+
+        outcomes = await asyncio.gather(*(one() for _ in range(self.rng.randint(10, 50))), return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+
     async def multi_round_trip(self) -> None:
         """A call answered `input_required`, then retried with answers and the sealed state (or a broken one)."""
         rng = self.rng
@@ -682,7 +707,8 @@ class HttpWorker:
             self.fuzz.violation("protocol", f"DELETE of a live session got {clip(reply)}")
 
     async def legacy_session(self) -> None:
-        """initialize, notifications/initialized, a few calls of every kind, DELETE."""
+        """initialize, notifications/initialized, a few calls of every kind, DELETE (now and then while a
+        call waits for the client's answer); the session's GET streams end with it."""
         rng = self.rng
         session = await self._initialize(rng.choice(gen.LEGACY_VERSIONS + ("2099-01-01",)), asking=rng.random() < 0.9)
         if session is None:
@@ -690,7 +716,11 @@ class HttpWorker:
         initialized = gen.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
         await self._exchange(await self._link(), gen.http_request(session.headers, initialized, host=self.host),
                              Sent("a valid notifications/initialized", owed(initialized), valid=True))
-        stream = await self._open_get(session) if rng.random() < 0.3 else None
+        streams = []
+        if rng.random() < 0.3:
+            streams.append(await self._open_get(session))
+            if rng.random() < 0.3:
+                streams.append(await self._open_get(session))  # a session has one GET stream: this one gets 409
         steps = (self._session_call, self._session_ask, self._session_cancel, self._session_resume, self._session_broken)
         weights = (10, 3 if session.asking else 0, 2, 2 if session.version == "2025-11-25" else 0, 4)
         try:
@@ -699,11 +729,15 @@ class HttpWorker:
                     self.fuzz.report.kinds[f"http legacy_session {step.__name__.lstrip('_')}"] += 1
                     await step(session)
             finally:
-                await self._delete(session)
-            if stream is not None:
-                await self._ended(stream)
+                if session.asking and rng.random() < 0.1:
+                    await self._delete_while_asking(session)
+                else:
+                    await self._delete(session)
+            replies = [await self._ended(stream) for stream in streams]
+            if sum(reply is not None and reply.status == 200 for reply in replies) > 1:
+                self.fuzz.violation("protocol", "two GET streams of one session were open at once")
         finally:
-            if stream is not None:
+            for stream in streams:
                 stream.cancel()
         if rng.random() < 0.2:  # the ended session is gone
             body = gen.dumps(self.messages.call(modern=False))
@@ -712,14 +746,39 @@ class HttpWorker:
             if reply is not None and reply.status != 404:
                 self.fuzz.violation("protocol", f"a call on a deleted session got {reply.status}, not 404")
 
-    async def _ended(self, stream: asyncio.Task[Reply | None]) -> None:
+    async def _ended(self, stream: asyncio.Task[Reply | None]) -> Reply | None:
         """A session's GET stream ends (with its HTTP body complete) once the session is deleted."""
         try:
             reply = await asyncio.wait_for(stream, 10)
         except asyncio.TimeoutError:
             self.fuzz.violation("protocol", "the GET stream of a session did not end after its DELETE")
-            return
+            return None
         self.fuzz.check(Sent("the GET stream of a deleted session", None, method="GET"), reply)
+        return reply
+
+    async def _delete_while_asking(self, session: Session) -> None:
+        """DELETE while a call waits for the client's answer: its stream ends (cut) and the session is gone."""
+        message = self.messages.tool_call("ask", {}, modern=False)
+        body = gen.dumps(message)
+        asked = asyncio.Event()
+
+        async def on_message(request: dict[str, Any]) -> None:
+            if "method" in request and "id" in request:
+                asked.set()
+
+        caller = await Link.open(self.fuzz.port)
+        try:
+            await caller.send(gen.http_request(session.headers, body, host=self.host))
+            await self.fuzz.count()
+            reading = asyncio.get_running_loop().create_task(caller.reply(on_message=on_message))
+            waiting = asyncio.get_running_loop().create_task(asked.wait())
+            await asyncio.wait((reading, waiting), timeout=TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
+            waiting.cancel()
+            await self._delete(session)
+            reply = await asyncio.wait_for(reading, TIMEOUT)
+            self.fuzz.check(Sent("an ask call whose session was deleted while it asked", owed(body), valid=True), reply, cancelled=True)
+        finally:
+            await caller.close()
 
     async def _open_get(self, session: Session) -> asyncio.Task[Reply | None]:
         """The session's standalone GET stream, read in a task until it ends."""
@@ -805,12 +864,24 @@ class HttpWorker:
                 started = asyncio.get_running_loop().create_task(running.wait())
                 await asyncio.wait((reading, started), timeout=TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
                 started.cancel()
+                if rng.random() < 0.3:
+                    await self._reuse_id(session, message["id"])
             else:
                 await asyncio.sleep(rng.choice((0, 0.001, 0.01)))
             await self._cancel(session, message["id"])
             self.fuzz.check(Sent(f"a cancelled {name} call", owed(body), valid=True), await reading, cancelled=True)
         finally:
             await caller.close()
+
+    async def _reuse_id(self, session: Session, request_id: Any) -> None:
+        """A request reusing the id of one in flight in the session is refused (400, with that id)."""
+        again = self.messages.tool_call("echo", {"text": "again"}, modern=False)
+        again["id"] = request_id
+        body = gen.dumps(again)
+        reply = await self._exchange(await self._link(), gen.http_request(session.headers, body, host=self.host),
+                                     Sent("a request reusing an id in flight", owed(body)))
+        if reply is not None and reply.status != 400:
+            self.fuzz.violation("protocol", f"a request reusing an id in flight got {reply.status}, not 400")
 
     async def _session_resume(self, session: Session) -> None:
         """A 2025-11-25 stream dropped after its first event, resumed with GET and Last-Event-ID."""
@@ -844,15 +915,23 @@ class HttpWorker:
         rng = self.rng
         message = self.messages.call(modern=False)
         headers, body = session.headers, gen.dumps(message)
-        pick = rng.randrange(4)
+        pick = rng.randrange(6)
         if pick == 0:
             body = gen.dumps(gen.mutate(message, rng))
         elif pick == 1:
             body = gen.corrupt(body, rng)
         elif pick == 2:
             headers = gen.mutate_headers(headers, rng)
-        else:
+        elif pick == 3:
             headers = [(n, v) for n, v in headers if n != "mcp-session-id"] + [("mcp-session-id", rng.choice(("", "nope", "x" * 100)))]
+        elif pick == 4:  # a second initialize
+            message = self.messages.initialize(rng.choice(gen.LEGACY_VERSIONS), {})
+            body = gen.dumps(message)
+        else:  # a resumption no stream can serve
+            event = rng.choice(("nope", "", "s999999.1", "s1.999999", "s1.-1", "."))
+            data = gen.http_request(session.get_headers + [("last-event-id", event)], b"", method="GET", host=self.host)
+            await self._exchange(await self._link(), data, Sent(f"GET after the unknown event {event!r}", None, method="GET"))
+            return
         await self._exchange(await self._link(), gen.http_request(headers, body, host=self.host),
                              Sent(f"a broken session {_name(message)}", owed(body)))
 

@@ -205,6 +205,16 @@ class Messages:
             return "".join(self.rng.choice(_ODD_TEXT) for _ in range(self.rng.randint(1, 3)))
         return self.rng.choice("ab\u00e9😀") * self.rng.choice((1000, 10000, 100000))
 
+    def rich_arguments(self) -> dict[str, Any]:
+        """Arguments for the `rich` tool: some of its properties, each plausible or any value."""
+        rng = self.rng
+        plausible = {
+            "code": "AB-12", "count": rng.choice((0, 5, 100, 7)), "ratio": rng.choice((0.5, 1, 0)), "tags": ["x", "y"],
+            "choice": rng.choice(("a", 1, None, "c")), "either": rng.choice(("s", 3, 3.5)), "mixed": {"ab": 1},
+            "present": 0, "tree": nested_tree(rng.randint(0, 70)), "shaped": rng.choice(("s", [1, "x"], [])),
+        }
+        return {name: value if rng.random() < 0.5 else any_value(rng) for name, value in plausible.items() if rng.random() < 0.4}
+
     def segment(self) -> str:
         """A URI path segment that matches a plain `{id}` template variable."""
         return "".join(self.rng.choice("abcXYZ019-_.~") for _ in range(self.rng.randint(1, 12))) + \
@@ -236,9 +246,11 @@ class Messages:
     def call(self, modern: bool) -> dict[str, Any]:
         """A valid request the fuzz server answers with a result at once (nothing slow or long-lived)."""
         rng = self.rng
-        pick = rng.randrange(16)
+        pick = rng.randrange(17)
         if pick == 0:
             return self.tool_call("echo", {"text": self.text()}, modern)
+        if pick == 15:
+            return self.tool_call("rich", self.rich_arguments(), modern)
         if pick == 1:
             big = (2**63 - 1, -(2**63), 2**64 - 1, 0, -1)
             return self.tool_call("add", {"a": rng.choice((rng.randint(-1000, 1000),) + big), "b": rng.randint(-9, 9)}, modern)
@@ -264,9 +276,12 @@ class Messages:
         if pick == 8:
             return self.request(rng.choice(("tools/list", "resources/list", "resources/templates/list", "prompts/list")), {}, modern)
         if pick == 9:
+            label = "".join(rng.choice("abcxyz019") for _ in range(rng.randint(1, 6)))
             uri = rng.choice((
                 "fuzz://readme", "fuzz://data", f"fuzz://items/{self.segment()}", f"fuzz://files/{self.segment()}/{self.segment()}",
                 f"fuzz://search?q={self.segment()}", f"fuzz://search?page=2&q={self.segment()}", "fuzz://search",
+                f"fuzz://tree/{self.segment()}/{self.segment()}", f"fuzz://tree/{self.segment()}?depth=3",
+                f"fuzz://doc.{label}", f"fuzz://doc.{label};version=2", f"fuzz://doc.{label}#{label}",
             ))
             return self.request("resources/read", {"uri": uri}, modern)
         if pick == 10:
@@ -287,7 +302,7 @@ class Messages:
         if pick == 14 and not modern:
             method = rng.choice(("resources/subscribe", "resources/unsubscribe"))
             return self.request(method, {"uri": rng.choice(("fuzz://readme", "fuzz://data"))}, modern)
-        return self.tool_call("echo", {"text": self.text(long=False)}, modern)  # and what one era lacks
+        return self.tool_call("echo", {"text": self.text(long=False)}, modern)  # pick 16, and what one era lacks
 
     def notification(self, modern: bool) -> dict[str, Any]:
         """A notification the server takes silently."""
@@ -336,6 +351,32 @@ _DEPTHS = (124, 125, 126, 200, 250)
 _RAW_DEPTHS = (600, 2000, 50000)
 
 
+def any_value(rng: random.Random, depth: int = 0) -> Any:
+    """Any JSON value, nested a little: numbers at the edges of the types, odd strings."""
+    pick = rng.random()
+    if depth >= 3 or pick < 0.6:
+        return rng.choice((None, True, False, 0, -1, 5, 2**53 + 1, 2**63, 10**20, 0.5, -0.0, 1e308, 3.0,
+                           rng.choice(_ODD_TEXT), "AB-12", "x", ""))
+    if pick < 0.8:
+        return [any_value(rng, depth + 1) for _ in range(rng.randint(0, 4))]
+    return {rng.choice(("a", "child", "n", "x", "", "B", "ö")): any_value(rng, depth + 1) for _ in range(rng.randint(0, 3))}
+
+
+def odd_uri(rng: random.Random) -> str:
+    """A URI-ish string near the templates: reserved characters, broken and valid percent-escapes."""
+    pieces = ("/", "?", "#", "&", "=", ";", ".", ",", "+", "*", "{", "}", "%", "%2F", "%2f", "%G1", "%C3%A9", "%00",
+              "é", " ", "~", "items", "files", "tree", "doc", "search", "q", "page", "depth", "version", "a", "")
+    return rng.choice(("fuzz://", "fuzz:", "FUZZ://", "", "file:///")) + "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+
+
+def nested_tree(levels: int) -> dict[str, Any]:
+    """`levels` nodes of the `rich` tool's recursive `tree` argument."""
+    node: dict[str, Any] = {"n": levels}
+    for level in range(levels - 1):
+        node = {"child": node, "n": level}
+    return node
+
+
 def nested(levels: int, rng: random.Random) -> Any:
     """A scalar inside `levels` arrays and objects."""
     value: Any = rng.choice((1, "x", None))
@@ -378,13 +419,13 @@ def mutate(message: dict[str, Any], rng: random.Random) -> Any:
         params["_meta"] = rng.choice(_ODD_VALUES)
     elif pick == 9 and params is not None:
         field = rng.choice(("name", "uri", "cursor", "ref", "argument", "level", "protocolVersion", "capabilities"))
-        params[field] = rng.choice(_ODD_VALUES + ("nope", "fuzz://nowhere", "fuzz://items/a%2Fb", "fuzz://files/", "echo "))
+        params[field] = odd_uri(rng) if rng.random() < 0.5 else rng.choice(_ODD_VALUES + ("nope", "fuzz://items/a%2Fb", "echo "))
     elif pick == 10 and params is not None:
         arguments = params.get("arguments")
         if isinstance(arguments, dict) and arguments and rng.random() < 0.7:
-            arguments[rng.choice(sorted(arguments))] = rng.choice(_ODD_VALUES + ({"x": "1"}, "1", 1e300))
+            arguments[rng.choice(sorted(arguments))] = any_value(rng)
         else:
-            params["arguments"] = rng.choice(_ODD_VALUES + ({"unknown": 1},))
+            params["arguments"] = rng.choice(_ODD_VALUES + ({"unknown": 1},)) if rng.random() < 0.5 else any_value(rng)
     elif pick == 11 and params is not None:
         params["arguments"] = {"text": nested(rng.choice(_DEPTHS), rng)}
     elif pick == 12 and params is not None:
@@ -501,6 +542,7 @@ _HEADER_VALUES = {
     "mcp-session-id": ("no-such-session", "", "x" * 200),
     "last-event-id": ("0", "nope", ""),
     "expect": ("100-continue",),
+    "host": ("evil.example", "localhost", "127.0.0.1:1", ""),  # a second Host header
     "connection": ("close", "keep-alive", "upgrade"),
     "user-agent": ("\u00ff\u00fe", "fuzz/1.0"),
 }
@@ -553,12 +595,15 @@ def http_request(
     return b"".join(out)
 
 
+MAX_TINY_CHUNKS = 2000  # well inside the server's bound on pieces of one body (16,384)
+
+
 def chunk_sizes(length: int, rng: random.Random) -> list[int]:
-    """Random chunk sizes that cover `length` bytes (a few chunks, or many tiny ones)."""
+    """Random chunk sizes that cover `length` bytes: a few chunks, or many tiny ones and then the rest."""
     sizes, left = [], length
     small = rng.random() < 0.2
     while left > 0:
-        size = rng.randint(1, 8 if small else max(1, left))
+        size = rng.randint(1, 8) if small and len(sizes) < MAX_TINY_CHUNKS else rng.randint(1, left)
         sizes.append(size)
         left -= size
     return sizes

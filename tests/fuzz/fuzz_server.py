@@ -27,6 +27,28 @@ HEADED_SCHEMA: dict[str, Any] = {
     },
     "additionalProperties": False,  # a raw schema is passed verbatim: it must refuse what the function cannot take
 }
+# Most keywords the validator honours, a recursive $ref among them: any arguments object gets a result
+# (an isError one when they do not match), which is what the fuzz checks.
+RICH_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "$defs": {"node": {"type": "object", "properties": {"child": {"$ref": "#/$defs/node"}, "n": {"type": "integer"}},
+                       "additionalProperties": False}},
+    "properties": {
+        "code": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]+$", "minLength": 4, "maxLength": 12},
+        "count": {"type": "integer", "minimum": 0, "maximum": 100, "multipleOf": 5},
+        "ratio": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+        "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True, "maxItems": 8,
+                 "contains": {"const": "x"}, "minContains": 0, "maxContains": 2},
+        "choice": {"enum": ["a", "b", 1, None]},
+        "either": {"oneOf": [{"type": "string"}, {"type": "integer"}]},
+        "mixed": {"anyOf": [{"type": "boolean"}, {"type": "object", "propertyNames": {"pattern": "^[a-z]+$"}, "maxProperties": 3}]},
+        "present": {"not": {"type": "null"}},
+        "tree": {"$ref": "#/$defs/node"},
+        "shaped": {"if": {"type": "string"}, "then": {"minLength": 1}, "else": {"type": "array", "prefixItems": [{"type": "integer"}]}},
+    },
+    "dependentSchemas": {"code": {"required": ["count"]}},
+    "additionalProperties": False,
+}
 
 
 class Colour(Enum):
@@ -65,6 +87,12 @@ def shapes(
 def headed(region: Optional[str] = None, count: Optional[int] = None, flag: Optional[bool] = None) -> str:
     """Arguments mirrored into Mcp-Param-Region, Mcp-Param-Count and Mcp-Param-Flag."""
     return f"region={region} count={count} flag={flag}"
+
+
+@server.tool(input_schema=RICH_SCHEMA)
+def rich(**arguments: Any) -> str:
+    """Arguments checked against a rich raw schema."""
+    return f"{len(arguments)} arguments"
 
 
 @server.tool
@@ -145,6 +173,18 @@ def file(path: str) -> str:
 def search(q: str = "", page: str = "1") -> str:
     """Query variables, in any order or absent."""
     return f"search {q!r} page {page}"
+
+
+@server.resource("fuzz://tree{/segments*}{?depth}", mime_type="text/plain")
+def tree(segments: str = "", depth: str = "0") -> str:
+    """Exploded path segments and a query."""
+    return f"tree {segments!r} depth {depth}"
+
+
+@server.resource("fuzz://doc{.format}{;version}{#section}", mime_type="text/plain")
+def doc(format: str = "txt", version: str = "1", section: str = "") -> str:
+    """Label, path-parameter and fragment expansions."""
+    return f"doc {format} {version} {section!r}"
 
 
 @server.prompt

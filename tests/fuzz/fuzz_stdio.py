@@ -42,7 +42,7 @@ EXIT_TIMEOUT = 30.0
 # The kinds of input, by weight.
 KINDS = {
     "valid call": 42, "notification": 5, "slow call": 5, "listen": 1, "mutated": 19, "corrupted": 16,
-    "stray cancellation": 3, "stray response": 3, "blank": 2, "near the line limit": 2, "two lines": 2,
+    "stray cancellation": 3, "stray response": 3, "blank": 2, "near the line limit": 2, "two lines": 2, "reused id": 1,
 }
 
 
@@ -205,6 +205,13 @@ class StdioStream:
         elif kind == "stray response":
             reply = {"jsonrpc": "2.0", "id": rng.choice(("mcpcore-999999", 1, "x", None)), "result": {}}
             await self.write(gen.dumps(reply if rng.random() < 0.5 else gen.mutate(reply, rng)))
+        elif kind == "reused id":  # while a call with the id runs: refused, with the id
+            message = self.messages.tool_call("hang", {}, modern)
+            again = self.messages.tool_call("echo", {"text": "again"}, modern)
+            again["id"] = message["id"]
+            await self.write(gen.dumps(message), valid=True)
+            await self.write(gen.dumps(again))
+            self._cancel_later(number + rng.randint(0, 5), message["id"])
         elif kind == "blank":
             await self.write(rng.choice((b"", b" ", b"\t", b"\r", b"  \r")))
         elif kind == "near the line limit":  # padded just under it, or over it
