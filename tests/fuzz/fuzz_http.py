@@ -30,6 +30,7 @@ TIMEOUT = 20.0  # seconds a response may take before it counts as missing
 MAX_BODY_BYTES = 4 * 1024 * 1024  # the server's documented defaults
 MAX_BODY_CHUNKS = 16384
 SESSION_LIMIT = 16  # --max-sessions for the fuzzed server: small, so the limit is reached now and then
+IN_FLIGHT = 32  # --max-in-flight: a burst of connections waits for slots
 
 
 @dataclass
@@ -93,63 +94,64 @@ class Link:
 
     h11 is told of a placeholder request per expected response (the real bytes may be
     anything), so it frames the responses, pipelined ones too, exactly as a client would.
+    A plain non-blocking socket, not an asyncio stream: when the server closes while we
+    still send (it refused the request early), the response already received stays readable.
     """
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.loop = asyncio.get_running_loop()
         self.h11 = h11.Connection(h11.CLIENT)
         self.eof = False
         self.usable = True  # can carry another request
 
     @classmethod
     async def open(cls, port: int) -> "Link":
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        return cls(reader, writer)
+        sock = socket.socket()
+        sock.setblocking(False)
+        try:
+            await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+        except BaseException:
+            sock.close()
+            raise
+        return cls(sock)
 
     async def send(self, data: bytes, pieces: int = 1, pause: float = 0.0) -> bool:
         """Write `data` (in `pieces`); False when the server closed the connection first."""
         size = max(1, -(-len(data) // pieces))
         try:
             for start in range(0, len(data), size):
-                self.writer.write(data[start : start + size])
-                await self.writer.drain()
+                await self.loop.sock_sendall(self.sock, data[start : start + size])
                 if pieces > 1:
                     await asyncio.sleep(pause)
-        except (ConnectionError, OSError):
+        except OSError:
             self.usable = False
             return False
         return True
 
     def half_close(self) -> None:
         try:
-            if self.writer.can_write_eof():
-                self.writer.write_eof()
-        except (ConnectionError, OSError):
+            self.sock.shutdown(socket.SHUT_WR)
+        except OSError:
             pass
 
     def reset(self) -> None:
         """Drop the connection abruptly (TCP RST), as a crashed client does."""
-        sock = self.writer.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        self.writer.transport.abort()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.sock.close()
         self.usable = False
 
-    async def close(self) -> None:
+    def close(self) -> None:
         self.usable = False
-        self.writer.close()
-        try:
-            await self.writer.wait_closed()
-        except (ConnectionError, OSError):
-            pass
+        self.sock.close()
 
     async def _read(self, deadline: float) -> bytes:
-        remaining = deadline - asyncio.get_running_loop().time()
+        remaining = deadline - self.loop.time()
         if remaining <= 0:
             raise asyncio.TimeoutError
         try:
-            return await asyncio.wait_for(self.reader.read(1 << 16), remaining)
-        except (ConnectionError, OSError):
+            return await asyncio.wait_for(self.loop.sock_recv(self.sock, 1 << 16), remaining)
+        except OSError:  # reset: whatever had arrived was read before
             return b""
 
     async def reply(
@@ -300,7 +302,7 @@ class HttpFuzz:
             link = await Link.open(self.port)
             await link.send(gen.http_request(gen.mcp_headers(message), gen.dumps(message), host=self.host))
             reply = await link.reply(timeout=10)
-            await link.close()
+            link.close()
         except (OSError, asyncio.TimeoutError, BadResponse) as error:
             self.violation("health", f"check {self.report.health_checks} failed: {error!r}")
             return
@@ -387,28 +389,28 @@ class HttpWorker:
                     await scenario()
                 except BadResponse as error:
                     self.fuzz.violation("protocol", f"{scenario.__name__}: {error}")
-                    await self._drop()
+                    self._drop()
                 except asyncio.TimeoutError:
                     self.fuzz.violation("answered-once", f"{scenario.__name__}: no response within {TIMEOUT:g} s")
-                    await self._drop()
+                    self._drop()
                 except (ConnectionError, OSError) as error:
                     if self.fuzz.server.alive():  # else the server-alive check reports it
                         self.fuzz.violation("protocol", f"{scenario.__name__}: the connection failed: {error!r}")
-                    await self._drop()
+                    self._drop()
         finally:
-            await self._drop()
+            self._drop()
 
     # -- helpers ---------------------------------------------------------------
 
     async def _link(self) -> Link:
         if self.link is None or not self.link.usable:
-            await self._drop()
+            self._drop()
             self.link = await Link.open(self.fuzz.port)
         return self.link
 
-    async def _drop(self) -> None:
+    def _drop(self) -> None:
         if self.link is not None:
-            await self.link.close()
+            self.link.close()
             self.link = None
 
     def _message(self) -> tuple[gen.Headers, bytes, bool, str]:
@@ -455,7 +457,7 @@ class HttpWorker:
             self.fuzz.check(sent, reply)
             closed = closed or reply is None or reply.closes or not reply.complete
         if closed:
-            await self._drop()
+            self._drop()
 
     async def chunked(self) -> None:
         """A body in chunked transfer coding (a few chunks, or many tiny ones)."""
@@ -502,7 +504,7 @@ class HttpWorker:
         if rng.random() < 0.5:
             link.reset()
         else:
-            await link.close()
+            link.close()
 
     async def broken(self) -> None:
         """Bytes that are not HTTP/1.1 (after a good request, now and then); then the client stops sending."""
@@ -525,7 +527,7 @@ class HttpWorker:
             if not link.usable:
                 break
             self.fuzz.check(broken, await link.reply())
-        await link.close()
+        link.close()
 
     async def other_requests(self) -> None:
         """Other methods, paths and HTTP versions; Expect: 100-continue."""
@@ -567,7 +569,7 @@ class HttpWorker:
         link.half_close()
         await self.fuzz.count()
         self.fuzz.check(Sent(f"truncated {what}", owed(body), required=False), await link.reply())
-        await link.close()
+        link.close()
 
     async def oversized(self) -> None:
         """Bodies and heads at and over the limits (the server may stop reading and close)."""
@@ -596,7 +598,7 @@ class HttpWorker:
         await link.send(data)
         await self.fuzz.count()
         self.fuzz.check(sent, await link.reply())
-        await link.close()
+        link.close()
 
     async def burst(self) -> None:
         """Many connections at once, each with a valid call."""
@@ -609,7 +611,7 @@ class HttpWorker:
                 data = gen.http_request(gen.mcp_headers(message), body, host=self.host)
                 await self._exchange(link, data, Sent(f"a valid {_name(message)} in a burst", owed(body), valid=True))
             finally:
-                await link.close()
+                link.close()
 
         outcomes = await asyncio.gather(*(one() for _ in range(self.rng.randint(10, 50))), return_exceptions=True)
         for outcome in outcomes:
@@ -665,7 +667,7 @@ class HttpWorker:
         if self.rng.random() < 0.5:
             stream.reset()
         else:
-            await stream.close()
+            stream.close()
 
     # -- 2025-era sessions ---------------------------------------------------------
 
@@ -778,7 +780,7 @@ class HttpWorker:
             reply = await asyncio.wait_for(reading, TIMEOUT)
             self.fuzz.check(Sent("an ask call whose session was deleted while it asked", owed(body), valid=True), reply, cancelled=True)
         finally:
-            await caller.close()
+            caller.close()
 
     async def _open_get(self, session: Session) -> asyncio.Task[Reply | None]:
         """The session's standalone GET stream, read in a task until it ends."""
@@ -790,7 +792,7 @@ class HttpWorker:
             try:
                 return await get.reply("GET", timeout=60)
             finally:
-                await get.close()
+                get.close()
 
         return asyncio.get_running_loop().create_task(read())
 
@@ -803,7 +805,7 @@ class HttpWorker:
             sent = Sent(f"{'a broken' if broken else 'an'} answer to {request.get('method')}", owed(body), valid=not broken)
             await self._exchange(side, gen.http_request(session.headers, body, host=self.host), sent)
         finally:
-            await side.close()
+            side.close()
 
     async def _session_call(self, session: Session) -> None:
         message = self.messages.call(modern=False)
@@ -838,7 +840,7 @@ class HttpWorker:
             await self._exchange(side, gen.http_request(session.headers, cancel, host=self.host),
                                  Sent("a valid cancellation", owed(cancel), valid=True))
         finally:
-            await side.close()
+            side.close()
 
     async def _session_cancel(self, session: Session) -> None:
         """A call cancelled with notifications/cancelled: no response, or the one it had already earned.
@@ -871,7 +873,7 @@ class HttpWorker:
             await self._cancel(session, message["id"])
             self.fuzz.check(Sent(f"a cancelled {name} call", owed(body), valid=True), await reading, cancelled=True)
         finally:
-            await caller.close()
+            caller.close()
 
     async def _reuse_id(self, session: Session, request_id: Any) -> None:
         """A request reusing the id of one in flight in the session is refused (400, with that id)."""
@@ -894,7 +896,7 @@ class HttpWorker:
             await self.fuzz.count()
             part = await first.reply(until=lambda r: bool(r.event_ids))
         finally:
-            await first.close()
+            first.close()
         if part is None or not part.event_ids:
             self.fuzz.check(Sent("a resumable call", owed(body), valid=True), part)
             return
@@ -905,7 +907,7 @@ class HttpWorker:
             await self.fuzz.count()
             rest = await resumed.reply("GET")
         finally:
-            await resumed.close()
+            resumed.close()
         if rest is not None and part.responses:  # answered before the drop: the resumed stream owes nothing more
             rest.messages = part.responses + rest.messages
         self.fuzz.check(Sent("a resumable call, resumed", owed(body), method="GET", valid=True), rest)
@@ -961,7 +963,8 @@ def _name(message: Any) -> str:
 
 async def run_http(report: Report, count: int, seed: int, workers: int, health_every: int, port: int) -> None:
     """Start the HTTP server, drive `count` inputs at it from `workers` workers, stop it."""
-    server = ServerProcess(["--transport", "http", "--port", str(port), "--max-sessions", str(SESSION_LIMIT)], report, "http")
+    options = ["--port", str(port), "--max-sessions", str(SESSION_LIMIT), "--max-in-flight", str(IN_FLIGHT)]
+    server = ServerProcess(["--transport", "http", *options], report, "http")
     await server.start()
     try:
         if not await server.wait_for(b"serving 'fuzz' at", 30):

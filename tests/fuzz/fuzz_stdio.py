@@ -37,6 +37,7 @@ from fuzz_inputs import Key, key_of, owed
 from fuzz_report import Report, ServerProcess, clip
 
 MAX_LINE_BYTES = 1 << 20  # --max-line-bytes of the fuzzed server: oversized lines stay cheap to send
+NARROW_WINDOW = 4  # --max-in-flight of every fifth stream: calls wait for slots, and cancellations meet held ones
 HEALTH_TIMEOUT = 15.0
 EXIT_TIMEOUT = 30.0
 # The kinds of input, by weight.
@@ -49,16 +50,21 @@ KINDS = {
 class StdioStream:
     """One server process fed `lines` lines, and the tally of what it owes."""
 
-    def __init__(self, report: Report, seed: str, lines: int, legacy: bool, bridge: bool, health_every: int) -> None:
+    def __init__(
+        self, report: Report, seed: str, lines: int, health_every: int, legacy: bool, bridge: bool, narrow: bool,
+    ) -> None:
+        """`bridge`: through the copying bridge; `narrow`: an in-flight window of NARROW_WINDOW calls."""
         self.report = report
-        self.label = f"stdio {seed}{' (2025-era)' if legacy else ''}{' (bridged)' if bridge else ''}"
+        self.label = f"stdio {seed}" + "".join(f" ({what})" for what, on in (
+            ("2025-era", legacy), ("bridged", bridge), (f"--max-in-flight {NARROW_WINDOW}", narrow)) if on)
         self.rng = random.Random(seed)
         self.messages = gen.Messages(self.rng, seed)
         self.lines = lines
         self.legacy = legacy
         self.health_every = health_every
         env = {"MCPCORE_STDIO_BRIDGE": "1"} if bridge else None
-        self.server = ServerProcess(["--max-line-bytes", str(MAX_LINE_BYTES)], report, self.label, env)
+        window = ["--max-in-flight", str(NARROW_WINDOW)] if narrow else []
+        self.server = ServerProcess(["--max-line-bytes", str(MAX_LINE_BYTES), *window], report, self.label, env)
         self.sent: collections.Counter[Key] = collections.Counter()
         self.cancelled: collections.Counter[Key] = collections.Counter()
         self.answered: collections.Counter[Key] = collections.Counter()
@@ -307,7 +313,7 @@ async def run_stdio(report: Report, count: int, seed: int, per_stream: int, heal
     number = 0
     while counted[0] < count:
         lines = min(per_stream, count - counted[0])
-        stream = StdioStream(report, f"{seed}-stdio-{number}", lines, legacy=number % 3 == 1, bridge=number % 4 == 3,
-                             health_every=health_every)
+        stream = StdioStream(report, f"{seed}-stdio-{number}", lines, health_every,
+                             legacy=number % 3 == 1, bridge=number % 4 == 3, narrow=number % 5 == 2)
         await stream.run(counted)
         number += 1
