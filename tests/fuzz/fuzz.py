@@ -10,6 +10,29 @@ Starts `python -m mcpcore run tests/fuzz/fuzz_server.py --transport http
 sessions, cancellations, and broken ones of every kind. Prints a summary
 (counts by HTTP status and by JSON-RPC outcome, each broken invariant with a
 few examples, elapsed time) and exits 1 if any invariant was broken.
+
+The invariants (`fuzz_report.INVARIANTS`):
+
+- server-alive: the server runs at every health check and at the end, and exits
+  with status 0 on SIGTERM (HTTP) or after stdin closes (stdio).
+- answered-once: over HTTP, each request written whole gets exactly one response,
+  in order on its connection (pipelined ones too) unless a response before it closed
+  the connection; that response holds at most one JSON-RPC response, with the
+  request's id or with none (when the server could not read one); a stream that
+  ends holds its response; a 2025-11-25 stream and its resumption hold it once
+  between them. A request the client cut short, broke at the HTTP level, or
+  cancelled (disconnect, notifications/cancelled, DELETE) is owed at most one.
+  Over stdio: see `fuzz_stdio`.
+- status: 2xx or 4xx; 503 only to initialize while the sessions the client may
+  hold reach --max-sessions; 501 only to a head naming a transfer coding but chunked.
+- protocol: well-formed HTTP (as h11 reads it), JSON bodies and lines, JSON-RPC
+  messages in SSE events; a 202 has no body; a GET stream carries no response and
+  ends when its session is deleted; a second GET stream is refused; a request
+  reusing an id in flight in its session is 400; a deleted session is 404.
+- valid-call: a well-formed call with conforming headers gets 200 and a result
+  with its id (a notification: 202); over stdio, a result.
+- stderr: no traceback or unhandled-exception text on the server's stderr.
+- health: a tools/call of echo returns its text, every --health-every inputs.
 """
 
 from __future__ import annotations
