@@ -83,6 +83,33 @@ def _int(text: str) -> int:
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+# The deepest document the server's parser (orjson) reads; RFC 8259 section 9 lets a parser set one. The
+# standard library's own limit follows Python's recursion limit, so the fuzz never nests 900 to 1,100 levels.
+PARSER_DEPTH = 1024
+
+
+def _deeper_than_parser(data: bytes) -> bool:
+    """Whether arrays and objects in the text `data` nest past PARSER_DEPTH (brackets in strings do not count)."""
+    if data.count(b"[") + data.count(b"{") <= PARSER_DEPTH:
+        return False
+    depth, in_string, escaped = 0, False, False
+    for byte in data:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):
+            depth += 1
+            if depth > PARSER_DEPTH:
+                return True
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return False
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -99,7 +126,9 @@ def _strings(value: Any) -> Iterator[str]:
 
 
 def parse(data: bytes) -> Any:
-    """The JSON value of `data`, or `_NotJson` (UTF-8 only; no NaN, no lone surrogates)."""
+    """The JSON value of `data`, or `_NotJson` (UTF-8 only; no NaN, no lone surrogates, at most PARSER_DEPTH levels)."""
+    if _deeper_than_parser(data):
+        raise _NotJson("nested too deep to parse")
     try:
         value = json.loads(data.decode("utf-8"), parse_constant=_constant, parse_float=_float, parse_int=_int)
     except (ValueError, RecursionError) as error:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
@@ -347,7 +376,7 @@ ODD_IDS: tuple[Any, ...] = (True, False, None, 5.0, 1e2, -0.5, [1], {"a": 1}, ""
 _ODD_VALUES: tuple[Any, ...] = (None, True, 0, -1, 1.5, "", "x" * 300, [], [None], {}, {"": {}}, 2**70)
 # Levels of nesting in an argument, which sits 3 levels deep: around the bound of 128 (orjson writes up to 254).
 _DEPTHS = (124, 125, 126, 200, 250)
-# Levels of arrays in raw bytes: parsed and refused, or past every parser's limit (none near Python's recursion limit).
+# Levels of arrays in raw bytes: parsed and refused, or past the parser's limit (none near Python's recursion limit).
 _RAW_DEPTHS = (600, 2000, 50000)
 
 
