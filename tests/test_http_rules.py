@@ -321,6 +321,20 @@ async def test_a_malformed_chunked_body_is_400_and_the_server_serves_on(server) 
         await still_serves(http)
 
 
+async def test_a_transfer_coding_other_than_chunked_is_501_and_the_server_serves_on(server) -> None:
+    async with running(server) as http:
+        async with HttpClient.connect(http) as client:
+            message = echo(1)
+            headers = [(k, v) for k, v in conforming_raw(client, message) if k != "content-length"]
+            with anyio.fail_after(LIMIT):
+                await client.stream.send(raw_head(headers + [("transfer-encoding", "gzip")]))
+                prime(client)
+                reply = await client.read_reply()
+            error_of(reply, 501, -32600)
+            assert reply.headers["connection"] == "close"
+        await still_serves(http)
+
+
 @pytest.mark.parametrize("target", ["/mcp", "/elsewhere"])
 async def test_head_is_answered_without_a_body_and_the_server_serves_on(server, target: str) -> None:
     async with running(server) as http:
