@@ -318,3 +318,12 @@ async def test_a_request_cancelled_in_the_same_read_as_it_arrived_frees_its_slot
             await client.send_raw(b"".join(orjson.dumps(m) + b"\n" for m in lines))  # one write: likely one read
             reply = await client.response_to("next")
     assert reply["result"]["content"][0]["text"] == "served"
+
+
+async def test_a_notification_or_response_nested_past_the_bound_gets_no_answer() -> None:
+    deep = "[" * 130 + "]" * 130
+    async with serve() as client:
+        await client.send_raw(f'{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"x":{deep}}}}}\n'.encode())
+        await client.send_raw(f'{{"jsonrpc":"2.0","id":"stray","result":{{"x":{deep}}}}}\n'.encode())
+        await client.call("tools/list", 1)
+    assert [m.get("id") for m in client.received] == [1]  # nothing was written for the two deep messages

@@ -52,6 +52,7 @@ class Malformed:
 
     error: McpError
     request_id: Any = None
+    kind: str | None = None  # what it is, when that was readable (a notification or response gets no answer on stdio)
 
 
 def read_message(data: bytes | bytearray) -> Inbound | Malformed:
@@ -68,7 +69,7 @@ def read_message(data: bytes | bytearray) -> Inbound | Malformed:
     # orjson writes at most 254 levels, and Python recurses at most 1000.
     if data.count(b"{") + data.count(b"[") > MAX_NESTING and too_deep(message):
         why = f"The message nests arrays and objects deeper than {MAX_NESTING} levels"
-        return Malformed(McpError(INVALID_REQUEST, why), readable_id(message))
+        return Malformed(McpError(INVALID_REQUEST, why), readable_id(message), kind)
     return Inbound(kind, message)
 
 

@@ -287,7 +287,9 @@ class StdioSession:
         if not line.strip():
             return
         inbound = read_message(line)
-        if isinstance(inbound, Malformed):
+        if isinstance(inbound, Malformed) and inbound.kind in (NOTIFICATION, RESPONSE):  # never answered (JSON-RPC 2.0)
+            log.warning("dropped a %s from the client: %s", inbound.kind, inbound.error.message)
+        elif isinstance(inbound, Malformed):
             self._write_now(encode_error(inbound.request_id, inbound.error))
         elif inbound.kind == NOTIFICATION:
             self._notified(inbound.message)  # never held: a cancellation may be what frees the window
