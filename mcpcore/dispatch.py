@@ -24,6 +24,7 @@ from .context import LOG_LEVELS, Context
 from .inputs import InputRequired, read_answers
 from .legacy import LegacyDispatcher
 from .logs import current_call
+from .metrics import Metrics
 from .middleware import chain
 from .protocol import INPUT_METHODS, NAME_FIELDS, REMOVED_METHODS, Route, method_route
 from .sealing import binding
@@ -130,38 +131,36 @@ class Dispatcher:
     async def handle(self, call: Call, writer: Writer) -> None:
         """Answer one request: notifications (if any) then exactly one response."""
         current_call.set(call)  # for the log records of this call (its task's own context)
-        metrics = self.server.metrics
-        if metrics is None:
-            await self._answer(call, writer)
-            return
-        started, code = time.perf_counter(), INTERNAL_ERROR
-        try:
-            code = await self._answer(call, writer)
-        finally:
-            route = call.route
-            tool = route.target.key if route is not None and route.target is not None else ""
-            method = route.method if route is not None else str(call.message.get("method"))
-            metrics.call_ended(method, tool, code, call.cancelled, time.perf_counter() - started)
-
-    async def _answer(self, call: Call, writer: Writer) -> int | None:
-        """Dispatch and respond; the JSON-RPC error code sent, or None for a result."""
+        server = self.server
+        metrics = server.metrics
+        started = time.perf_counter() if metrics is not None else 0.0
         request_id = call.message.get("id")
-        code = None
+        code: int | None = INTERNAL_ERROR  # until known (a cancelled call is counted as such)
         dispatch = self._dispatch if call.session is None else self.legacy.dispatch
         try:
-            if self.server.middleware:
-                result = await chain(self.server.middleware, lambda current: dispatch(current, writer))(call)
-            else:
-                result = await dispatch(call, writer)
-            response = encode_raw_result(request_id, result)
-        except McpError as error:
-            code, response = error.code, encode_error(request_id, error)
-        except Exception:  # a bug on our side or in user code outside a tool
-            log.exception("internal error answering %s request %r", call.message.get("method"), request_id)
-            code, response = INTERNAL_ERROR, encode_error(request_id, McpError(INTERNAL_ERROR, "Internal error"))
-        if not call.cancelled:
-            await writer.respond(response, code)
-        return code
+            try:
+                if server.middleware:
+                    result = await chain(server.middleware, lambda current: dispatch(current, writer))(call)
+                else:
+                    result = await dispatch(call, writer)
+                code, response = None, encode_raw_result(request_id, result)
+            except McpError as error:
+                code, response = error.code, encode_error(request_id, error)
+            except Exception:  # a bug on our side or in user code outside a tool
+                log.exception("internal error answering %s request %r", call.message.get("method"), request_id)
+                response = encode_error(request_id, McpError(INTERNAL_ERROR, "Internal error"))
+            if not call.cancelled:
+                await writer.respond(response, code)
+        finally:
+            if metrics is not None:
+                self._count(metrics, call, code, time.perf_counter() - started)
+
+    @staticmethod
+    def _count(metrics: Metrics, call: Call, code: int | None, seconds: float) -> None:
+        route = call.route
+        tool = route.target.key if route is not None and route.target is not None else ""
+        method = route.method if route is not None else str(call.message.get("method"))
+        metrics.call_ended(method, tool, code, call.cancelled, seconds)
 
     async def _dispatch(self, call: Call, writer: Writer) -> bytes:
         if call.route is None:

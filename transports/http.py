@@ -354,7 +354,7 @@ class _Connection(WriteFlow):
         if mismatch is not None:
             self._answer(mismatch)
             return self._next_cycle()
-        if self._forbidden(route, message["id"]):
+        if self._token is not None and self._forbidden(route, message["id"]):
             return self._next_cycle()
         self._start(self._call(message, route), HttpWriter(self, self.http.config.sse_keepalive))
         return False
@@ -364,8 +364,9 @@ class _Connection(WriteFlow):
         return None if self._token is None else self._token.subject
 
     def _call(self, message: dict[str, Any], route: Route, session: Session | None = None) -> Call:
-        headers = MappingProxyType(self._headers)
-        return Call(message, route, headers, self.peer, self._principal, self._token, session=session)
+        token = self._token
+        subject = None if token is None else token.subject
+        return Call(message, route, MappingProxyType(self._headers), self.peer, subject, token, session=session)
 
     # -- authorization ----------------------------------------------------
 
@@ -401,7 +402,7 @@ class _Connection(WriteFlow):
     def _forbidden(self, route: Route, request_id: Any) -> bool:
         """Answer 403 when the token lacks a scope the route's tool requires."""
         auth, tool = self.http.server.auth, route.target
-        if auth is None or self._token is None or tool is None or not tool.scopes:
+        if auth is None or self._token is None or tool is None or not tool.scopes:  # a token means auth is set
             return False
         failure = auth.check_scopes(self._token, tool.scopes)
         if failure is None:
@@ -455,7 +456,7 @@ class _Connection(WriteFlow):
             self._answer(Rejection(400, error, message["id"]))
             return self._next_cycle()
         route = self.http.server.route(message)
-        if self._forbidden(route, message["id"]):
+        if self._token is not None and self._forbidden(route, message["id"]):
             return self._next_cycle()
         call = self._call(message, route, session)
         session.calls[message["id"]] = call
@@ -591,8 +592,10 @@ class _Connection(WriteFlow):
         a browser-based client fetches the public metadata cross-origin, and neither reveals a thing."""
         config, http = self.http.config, self.http
         path = target.split("?", 1)[0]
+        if path == config.path:
+            return None
         metadata = http.metadata is not None and path in http.metadata_paths
-        if path == config.path or not (metadata or path in (config.health_path, config.ready_path)):
+        if not (metadata or path in (config.health_path, config.ready_path)):
             return None
         if method not in ("GET", "HEAD"):
             return Fixed(405, b'{"status":"method not allowed"}', (("allow", "GET, HEAD"),))
