@@ -167,6 +167,18 @@ def _accepts_both(accept: str) -> bool:
     return _accepts(ranges, "application/json") and _accepts(ranges, "text/event-stream")
 
 
+def _declares_more(length: str, limit: int) -> bool:
+    """Whether a Content-Length declares more than `limit` bytes.
+
+    Only ASCII digits are a length (h11 refuses anything else, "²" included); any
+    number of them is compared, as `int()` refuses more than 4,300.
+    """
+    if not (length.isascii() and length.isdigit()):
+        return False
+    digits = length.lstrip("0")
+    return len(digits) > len(str(limit)) or int(digits or "0") > limit
+
+
 def check_head(policy: Policy, method: str, target: str, headers: Mapping[str, str]) -> Rejection | None:
     """The checks that need no body, in the transport's order."""
     if target.split("?", 1)[0] != policy.path:
@@ -191,7 +203,7 @@ def check_head(policy: Policy, method: str, target: str, headers: Mapping[str, s
     if not _accepts_both(headers.get("accept", "")):
         return _reject(406, "Accept must include application/json and text/event-stream")
     length = headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > policy.max_body_bytes:
+    if length is not None and _declares_more(length, policy.max_body_bytes):
         return _reject(413, f"Body exceeds the limit of {policy.max_body_bytes} bytes")
     return None
 
