@@ -32,6 +32,8 @@ LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
 SENTINEL_PREFIX, SENTINEL_SUFFIX = "=?base64?", "?="
 _INTEGER = re.compile(r"-?[0-9]+(\.0+)?")  # 42 and 42.0 compare equal; 4_2 or 4e1 never
+# A Host header: `host[:port]` or `[v6][:port]`, the port in ASCII digits; nothing may follow.
+_HOST_HEADER = re.compile(r"(?:\[(?P<v6>[^\]]*)\]|(?P<name>[^:\[\]]*))(?::(?P<port>[0-9]+))?")
 
 
 @dataclass(frozen=True)
@@ -94,22 +96,15 @@ def make_policy(
     return Policy(path, port, loopback, frozenset(hosts), frozenset(o.rstrip("/").lower() for o in allowed_origins), max_body_bytes)
 
 
-def _split_host(value: str) -> tuple[str, str | None]:
-    """`host[:port]` or `[v6][:port]` → (host, port)."""
-    if value.startswith("["):
-        host, _, rest = value[1:].partition("]")
-        return host.lower(), rest[1:] if rest.startswith(":") else None
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit():
-        return value.lower(), None
-    return host.lower(), port
-
-
 @lru_cache(maxsize=256)
 def _host_allowed(policy: Policy, value: str) -> bool:
-    host, port = _split_host(value)
+    found = _HOST_HEADER.fullmatch(value)
+    if found is None:
+        return False
+    host = (found["v6"] if found["v6"] is not None else found["name"]).lower()
     if host not in policy.allowed_hosts:
         return False
+    port = found["port"]
     return port is None or port == str(policy.port) or not policy.loopback
 
 
