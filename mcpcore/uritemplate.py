@@ -96,9 +96,10 @@ class UriTemplate:
             if group[0] == "e":
                 values[self.variables[int(group[1:])]] = ""
             elif group[0] == "q":  # "+" is a plus sign in a URI, not a space as in a form
+                names = {unquote(name): name for name in self._query_vars}  # keys arrive decoded: {?a%41} reads "aA"
                 for key, item in parse_qsl(text.replace("+", "%2B"), keep_blank_values=True):
-                    if key in self._query_vars:
-                        values[key] = item
+                    if key in names:
+                        values[names[key]] = item
             else:
                 name = self.variables[int(group[1:])]
                 value = unquote(text)
