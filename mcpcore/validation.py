@@ -124,9 +124,12 @@ def check_supported(schema: Any) -> None:
             if keyword in node:
                 raise ValueError(f"the schema uses {keyword!r} at {where or 'its root'}, which mcpcore does not validate")
         for keyword, kinds in _KEYWORD_TYPES.items():
-            if keyword in node and not isinstance(node[keyword], kinds):
+            if keyword not in node:
+                continue
+            value = node[keyword]
+            if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):  # e.g. draft-4's exclusiveMinimum: true
                 wanted = " or ".join(_TYPE_NAMES[kind] for kind in kinds)
-                raise ValueError(f"the schema's {keyword!r} at {where or 'its root'} must be {wanted}, not {node[keyword]!r}")
+                raise ValueError(f"the schema's {keyword!r} at {where or 'its root'} must be {wanted}, not {value!r}")
         patterns = list(node.get("patternProperties", {})) + ([node["pattern"]] if "pattern" in node else [])
         for pattern in patterns:
             try:

@@ -325,7 +325,7 @@ def test_a_schema_using_a_keyword_it_cannot_honour_is_refused_at_registration(sc
         register(schema)
 
 
-wrong = st.sampled_from(["3", None, 1.5, [], {}, [{"type": "string"}]])
+wrong = st.sampled_from(["3", None, 1.5, True, [], {}, [{"type": "string"}]])
 WRONG_KINDS = {  # keyword → the JSON types its value may have (2020-12 meta-schema)
     **dict.fromkeys(["minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties", "minContains", "maxContains"], (int,)),
     **dict.fromkeys(["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"], (int, float)),
@@ -341,9 +341,10 @@ WRONG_KINDS = {  # keyword → the JSON types its value may have (2020-12 meta-s
 def test_a_keyword_holding_the_wrong_kind_of_value_is_refused_at_registration(
     schema: dict[str, Any], keyword: str, bad: Any, data: st.DataObject
 ) -> None:
-    """A draft-4 tuple `items`, a string `minLength`, an object `allOf`: refused with the keyword's name, not a crash per call."""
-    if isinstance(bad, WRONG_KINDS[keyword]):
-        bad = next(other for other in ("3", 3) if not isinstance(other, WRONG_KINDS[keyword]))
+    """A draft-4 tuple `items` or `exclusiveMinimum: true`, a string `minLength`, an object `allOf`: refused with the keyword's name."""
+    kinds = WRONG_KINDS[keyword]
+    if isinstance(bad, kinds) and (bool in kinds or not isinstance(bad, bool)):  # in JSON, true is no integer
+        bad = next(other for other in ("3", 3) if not isinstance(other, kinds))
     schema = {"type": "object", "allOf": [schema]}
     where, node = data.draw(st.sampled_from(locations(schema)[1:]), label="location")
     node[keyword] = bad
