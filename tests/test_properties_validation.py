@@ -243,7 +243,7 @@ def json_for(hint: Any) -> st.SearchStrategy[Any]:
         return simple[hint]
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is Literal:
-        return st.sampled_from(args)
+        return st.sampled_from([*args, *(float(arg) for arg in args if type(arg) is int)])
     if origin in (set, frozenset):
         return st.lists(json_for(args[0]), max_size=3, unique=True)
     if origin is list or (origin is tuple and args[1:] == (Ellipsis,)):
@@ -284,6 +284,18 @@ def test_json_that_fits_a_hint_is_accepted_and_converts_to_that_type(case: tuple
     assert ours and reference, (hint, schema_for(hint), value)
     converted = converter_for(hint)(value)
     assert conforms(hint, converted), (hint, value, converted)
+
+
+@PROPERTY
+@given(st.lists(st.integers(-3, 3) | st.booleans() | strings, min_size=1, max_size=4, unique_by=lambda v: (type(v), v)), st.data())
+def test_a_literal_parameter_receives_its_own_member(members: list[Any], data: st.DataObject) -> None:
+    """JSON's 1.0 is the member 1 (as an int parameter gets 2 for 2.0); true is never the member 1."""
+    hint = Literal[tuple(members)]
+    value = data.draw(st.sampled_from([*members, *(float(m) for m in members if type(m) is int)]), label="value")
+    expected = int(value) if type(value) is float else value
+    assert Validator(schema_for(hint)).accepts(value)
+    converted = converter_for(hint)(value)
+    assert type(converted) is type(expected) and converted == expected
 
 
 @PROPERTY
