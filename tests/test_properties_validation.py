@@ -110,18 +110,6 @@ def test_verdicts_agree_with_jsonschema_on_generated_schemas(schema: dict[str, A
     assert [ours.accepts(v) for v in batch] == [reference.is_valid(v) for v in batch], (schema, batch)
 
 
-@PROPERTY
-@given(root_schemas, values)
-def test_validate_raises_only_a_violation_that_accepts_agrees_with(schema: dict[str, Any], value: Any) -> None:
-    validator = Validator(schema)
-    try:
-        validator.validate(value)
-    except SchemaViolation as violation:
-        assert not validator.accepts(value) and str(violation)
-    else:
-        assert validator.accepts(value)
-
-
 # Keyword families on a tiny world of values, where almost every pair meets an edge.
 atoms = st.sampled_from([0, 1, 0.0, 1.0, 2, -1.5, True, False, None, "", "a", "1"])
 small_values = st.recursive(atoms, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["a", "b"]), inner, max_size=2), max_leaves=5)
@@ -382,7 +370,7 @@ def exploding(depth: int) -> dict[str, Any]:
     return {"$defs": defs, "$ref": f"#/$defs/level{depth}"}
 
 
-@PROPERTY
+@settings(PROPERTY, max_examples=15)  # each example spends the whole budget
 @given(st.integers(12, 60), values.filter(lambda v: not isinstance(v, str)))
 def test_a_combinatorial_schema_ends_with_the_budget_violation(depth: int, value: Any) -> None:
     with mock.patch.object(validation, "_MAX_STEPS", BUDGET):
