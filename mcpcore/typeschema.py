@@ -221,6 +221,8 @@ def converter_for(hint: Any) -> Converter:
             return _identity
         checked = [(Validator(_schema(split_annotated(a)[0], frozenset())), convert) for a, convert in converters]
         return lambda value: _convert_union(value, checked)
+    if origin is Literal:
+        return functools.partial(_literal_member, args)
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return hint
     if hint is float:
@@ -254,6 +256,11 @@ def _sequence_converter(hint: Any, container: Any, args: tuple[Any, ...]) -> Con
     if inner is _identity and build is list:
         return _identity
     return lambda value: build(inner(v) for v in value)
+
+
+def _literal_member(members: tuple[Any, ...], value: Any) -> Any:
+    """The Literal member a validated value equals as JSON: 1.0 is the member 1, true is never 1."""
+    return next((m for m in members if m == value and isinstance(m, bool) == isinstance(value, bool)), value)
 
 
 def _convert_union(value: Any, members: list[tuple[Any, Converter]]) -> Any:

@@ -59,13 +59,16 @@ class UriTemplate:
             self._simple.update(names)
         groups = []
         for spec, name in zip(specs, names):
-            label = f"{re.escape(name)}=" if operator == ";" else ""
+            index = self.variables.index(name)
             # An exploded list repeats `value` around its separator, unless `value` already
             # matches the separator (+ and #): nesting the two quantifiers would backtrack
             # exponentially on a URI that almost matches.
             explode = spec.endswith("*") and operator not in ("+", "#")
             item = f"(?:{value})(?:{separator}(?:{value}))*" if explode else value
-            groups.append(f"{label}(?P<v{self.variables.index(name)}>{item})")
+            if operator == ";":  # `;x=1`, or `;x` alone when x is empty (group e: the empty value)
+                groups.append(f"{re.escape(name)}(?:=(?P<v{index}>{item})|(?P<e{index}>))")
+            else:
+                groups.append(f"(?P<v{index}>{item})")
         optional = "?" if operator in ("#", ";") else ""
         return f"(?:{prefix}{separator.join(groups)}){optional}"
 
@@ -90,10 +93,13 @@ class UriTemplate:
         for group, text in found.groupdict().items():
             if text is None:
                 continue
-            if group[0] == "q":  # "+" is a plus sign in a URI, not a space as in a form
+            if group[0] == "e":
+                values[self.variables[int(group[1:])]] = ""
+            elif group[0] == "q":  # "+" is a plus sign in a URI, not a space as in a form
+                names = {unquote(name): name for name in self._query_vars}  # keys arrive decoded: {?a%41} reads "aA"
                 for key, item in parse_qsl(text.replace("+", "%2B"), keep_blank_values=True):
-                    if key in self._query_vars:
-                        values[key] = item
+                    if key in names:
+                        values[names[key]] = item
             else:
                 name = self.variables[int(group[1:])]
                 value = unquote(text)

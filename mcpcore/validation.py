@@ -5,7 +5,8 @@ hand-written schemas (types, enum/const, object and array keywords, string and
 number bounds, composition, if/then/else, local `$ref`, `propertyNames`,
 `dependentSchemas`, `minContains`/`maxContains`; patterns with ECMA-262 `$` and
 ASCII classes). Unknown keywords are annotations and are ignored, except those it
-cannot honour (`unevaluated*`, dynamic refs): a schema using one is refused. Errors name the failing field, so a model can
+cannot honour (`unevaluated*`, dynamic refs): a schema using one is refused, as is one
+whose keywords hold the wrong kind of value. Errors name the failing field, so a model can
 correct its call. No dependency; `$ref` never leaves the document.
 """
 
@@ -97,17 +98,39 @@ def subschemas(node: dict[str, Any]) -> Iterator[tuple[str, Any]]:
             yield key, node[key]
 
 
+# What the keywords the validator reads must hold (besides subschemas): anything else would fail every call.
+_COUNTS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties", "minContains", "maxContains")
+_KEYWORD_TYPES: dict[str, tuple[type, ...]] = {
+    **dict.fromkeys(_COUNTS, (int,)),
+    **dict.fromkeys(("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"), (int, float)),
+    **dict.fromkeys(("enum", "required", *_SCHEMA_LISTS), (list,)),
+    **dict.fromkeys(("dependentRequired", *_SCHEMA_MAPS), (dict,)),
+    "type": (str, list), "pattern": (str,), "uniqueItems": (bool,), "$ref": (str,),
+}
+
+
 def check_supported(schema: Any) -> None:
-    """Raise ValueError naming the first keyword this validator cannot honour, or an invalid pattern."""
+    """Raise ValueError naming the first keyword this validator cannot honour, a malformed keyword
+    (e.g. a draft-4 `items` array where 2020-12 wants one schema), or an invalid pattern."""
     stack = [(schema, "")]
     while stack:
         node, where = stack.pop()
-        if not isinstance(node, dict):
+        if isinstance(node, bool):
             continue
+        if not isinstance(node, dict):
+            hint = " (a list of item schemas is 'prefixItems' in 2020-12)" if where.endswith("/items") and isinstance(node, list) else ""
+            raise ValueError(f"the schema has {node!r} at {where or 'its root'}, where a schema (an object or a boolean) belongs{hint}")
         for keyword in UNSUPPORTED:
             if keyword in node:
                 raise ValueError(f"the schema uses {keyword!r} at {where or 'its root'}, which mcpcore does not validate")
-        patterns = list(node.get("patternProperties", {})) + ([node["pattern"]] if isinstance(node.get("pattern"), str) else [])
+        for keyword, kinds in _KEYWORD_TYPES.items():
+            if keyword not in node:
+                continue
+            value = node[keyword]
+            if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):  # e.g. draft-4's exclusiveMinimum: true
+                wanted = " or ".join(_TYPE_NAMES[kind] for kind in kinds)
+                raise ValueError(f"the schema's {keyword!r} at {where or 'its root'} must be {wanted}, not {value!r}")
+        patterns = list(node.get("patternProperties", {})) + ([node["pattern"]] if "pattern" in node else [])
         for pattern in patterns:
             try:
                 _regex(pattern)

@@ -33,6 +33,8 @@ LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 SENTINEL_PREFIX, SENTINEL_SUFFIX = "=?base64?", "?="
 _INTEGER = re.compile(r"-?[0-9]+(\.0+)?")  # 42 and 42.0 compare equal; 4_2 or 4e1 never
 _VISIBLE_ASCII = re.compile(r"[ -~\t]*")  # what a header value may hold without the base64 sentinel
+# A Host header: `host[:port]` or `[v6][:port]`, the port in ASCII digits; nothing may follow.
+_HOST_HEADER = re.compile(r"(?:\[(?P<v6>[^\]]*)\]|(?P<name>[^:\[\]]*))(?::(?P<port>[0-9]+))?")
 
 
 @dataclass(frozen=True)
@@ -95,22 +97,15 @@ def make_policy(
     return Policy(path, port, loopback, frozenset(hosts), frozenset(o.rstrip("/").lower() for o in allowed_origins), max_body_bytes)
 
 
-def _split_host(value: str) -> tuple[str, str | None]:
-    """`host[:port]` or `[v6][:port]` → (host, port)."""
-    if value.startswith("["):
-        host, _, rest = value[1:].partition("]")
-        return host.lower(), rest[1:] if rest.startswith(":") else None
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit():
-        return value.lower(), None
-    return host.lower(), port
-
-
 @lru_cache(maxsize=256)
 def _host_allowed(policy: Policy, value: str) -> bool:
-    host, port = _split_host(value)
+    found = _HOST_HEADER.fullmatch(value)
+    if found is None:
+        return False
+    host = (found["v6"] if found["v6"] is not None else found["name"]).lower()
     if host not in policy.allowed_hosts:
         return False
+    port = found["port"]
     return port is None or port == str(policy.port) or not policy.loopback
 
 
@@ -168,6 +163,18 @@ def _accepts_both(accept: str) -> bool:
     return _accepts(ranges, "application/json") and _accepts(ranges, "text/event-stream")
 
 
+def _declares_more(length: str, limit: int) -> bool:
+    """Whether a Content-Length declares more than `limit` bytes.
+
+    Only ASCII digits are a length (h11 refuses anything else, "²" included); any
+    number of them is compared, as `int()` refuses more than 4,300.
+    """
+    if not (length.isascii() and length.isdigit()):
+        return False
+    digits = length.lstrip("0")
+    return len(digits) > len(str(limit)) or int(digits or "0") > limit
+
+
 def check_head(policy: Policy, method: str, target: str, headers: Mapping[str, str]) -> Rejection | None:
     """The checks that need no body, in the transport's order."""
     if target.split("?", 1)[0] != policy.path:
@@ -192,7 +199,7 @@ def check_head(policy: Policy, method: str, target: str, headers: Mapping[str, s
     if not _accepts_both(headers.get("accept", "")):
         return _reject(406, "Accept must include application/json and text/event-stream")
     length = headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > policy.max_body_bytes:
+    if length is not None and _declares_more(length, policy.max_body_bytes):
         return _reject(413, f"Body exceeds the limit of {policy.max_body_bytes} bytes")
     return None
 

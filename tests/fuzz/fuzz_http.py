@@ -257,10 +257,11 @@ class Sessions:
         self.live = 0  # minted and not yet confirmed deleted
         self.deleting = 0  # DELETEs sent, not yet answered
         self.opening = 0  # initialize requests sent, not yet answered
+        self.unknown = 0  # initialize requests whose answer was lost: the server may have opened their sessions
 
     def may_be_full(self) -> bool:
         """Whether the server may hold `limit` sessions besides the initialize being answered."""
-        return self.live + self.opening - 1 >= self.limit
+        return self.live + self.unknown + self.opening - 1 >= self.limit
 
     def surely_full(self) -> bool:
         return self.live - self.deleting >= self.limit
@@ -687,9 +688,14 @@ class HttpWorker:
         finally:
             sessions.opening -= 1
         session_id = reply.headers.get("mcp-session-id") if reply is not None else None
-        if session_id is None or reply is None or not reply.responses or "result" not in reply.responses[0]:
+        if reply is None:
+            sessions.unknown += 1
             return None
-        sessions.live += 1
+        if session_id is None:
+            return None
+        sessions.live += 1  # minted, as the header says, even if the stream was cut before the result
+        if not reply.responses or "result" not in reply.responses[0]:
+            return None
         if full:
             self.fuzz.violation("status", f"initialize opened a session past the limit of {sessions.limit}")
         negotiated = reply.responses[0]["result"]["protocolVersion"]

@@ -142,7 +142,7 @@ def parse(data: bytes) -> Any:
     return value
 
 
-MAX_NESTING = 128  # levels of arrays and objects; a deeper message is refused, even a notification (README)
+MAX_NESTING = 128  # levels of arrays and objects; a deeper message is refused (over stdio a notification or response is just dropped)
 
 
 def _deeper_than(value: Any, limit: int) -> bool:
@@ -158,8 +158,9 @@ def _deeper_than(value: Any, limit: int) -> bool:
         level += 1
 
 
-def owed(data: bytes) -> Owed:
-    """What the server owes one framed message (see the module docstring)."""
+def owed(data: bytes, stdio: bool = False) -> Owed:
+    """What the server owes one framed message (see the module docstring); over stdio, a notification
+    or response too deep to serve is owed nothing (JSON-RPC never answers them), over HTTP its POST a 400."""
     try:
         message = parse(data)
     except _NotJson:
@@ -186,7 +187,9 @@ def owed(data: bytes) -> Owed:
         return ANONYMOUS
     else:
         verdict = Owed("id", key, method)
-    return refused if _deeper_than(message, MAX_NESTING) else verdict
+    if not _deeper_than(message, MAX_NESTING):
+        return verdict
+    return NOTHING if stdio and verdict.kind == "nothing" else refused
 
 
 def dumps(message: Any) -> bytes:

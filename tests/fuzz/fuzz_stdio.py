@@ -89,7 +89,7 @@ class StdioStream:
             if len(line) > MAX_LINE_BYTES:
                 self.anonymous_owed += 1
                 continue
-            due = owed(line)
+            due = owed(line, stdio=True)
             if due.kind == "id":
                 assert due.key is not None
                 self.sent[due.key] += 1
@@ -106,7 +106,7 @@ class StdioStream:
             return
         self._expect(data)
         if valid:
-            due = owed(data)
+            due = owed(data, stdio=True)
             assert due.kind == "id" and due.key is not None, data
             self.valid.add(due.key)
         self.stdin.write(data + b"\n" if newline else data)

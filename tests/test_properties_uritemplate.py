@@ -1,0 +1,142 @@
+"""Properties of the URI-template matcher (mcpcore.uritemplate).
+
+A URI made by expanding a template (RFC 6570, with string values) matches it
+and gives the values back; a plain `{var}` never yields a decoded "/"; a "+"
+in a query stays a plus; and no template or URI makes the matcher raise.
+"""
+
+from __future__ import annotations
+
+import string
+from urllib.parse import quote
+
+from hypothesis import given, settings, strategies as st
+
+from mcpcore.uritemplate import UriTemplate
+
+PROPERTY = settings(max_examples=60, deadline=None, derandomize=True, database=None)
+
+RESERVED = ":/?#[]@!$&'()*+,;="
+# Literals between expressions use characters no expanded value here contains, so a match is unique.
+SEPARATORS = ":@!$()*"
+
+text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=8)
+# Reserved expansion ({+x}, {#x}) keeps reserved characters as they are: its values avoid the separators,
+# "," (between values) and "%" (a triplet would pass through undecoded, as RFC 6570 says).
+reserved_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters=SEPARATORS + ",%"), max_size=8)
+label_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="."), max_size=8)  # "." separates labels
+name = st.builds(
+    lambda head, tail: head + tail,
+    st.text(string.ascii_letters + string.digits + "_", min_size=1, max_size=3) | st.sampled_from(["%41", "a%2Fb"]),
+    st.sampled_from(["", ".b", ".c1", "_x"]),
+)
+
+
+def encode(value: str, operator: str) -> str:
+    """RFC 6570 encoding: reserved expansion keeps reserved characters, the others keep only unreserved ones."""
+    return quote(value, safe=RESERVED if operator in ("+", "#") else "")
+
+
+# operator → (prefix, separator) of its expansion; the values each operator is given here
+OPERATORS = {"": ("", ","), "+": ("", ","), "#": ("#", ","), ".": (".", "."), "/": ("/", "/"), ";": (";", ";")}
+VALUES = {"+": reserved_text, "#": reserved_text, ".": label_text}
+
+
+def modified(draw: st.DrawFn, var: str, value: str) -> tuple[str, str]:
+    """A varspec for `var` (maybe exploded or with a prefix length) and the value it expands."""
+    modifier = draw(st.sampled_from(["", "", "*", ":1", ":3"]))
+    return var + modifier, value[: int(modifier[1:])] if modifier.startswith(":") else value
+
+
+@st.composite
+def expansion(draw: st.DrawFn) -> tuple[str, str, dict[str, str], set[str]]:
+    """A template, one of its expansions, the values it gives back, and its plain `{var}` names."""
+    names = iter(draw(st.lists(name, min_size=10, max_size=10, unique=True)))
+    template = uri = draw(st.sampled_from(["", "s://", "file:///", "db://x/"]))
+    values: dict[str, str] = {}
+    simple: set[str] = set()
+    for index in range(draw(st.integers(1, 3))):
+        if index:
+            literal = draw(st.text(SEPARATORS, min_size=1, max_size=2))
+            template, uri = template + literal, uri + literal
+        operator = draw(st.sampled_from(sorted(OPERATORS)))
+        prefix, separator = OPERATORS[operator]
+        specs, parts = [], []
+        for var in [next(names) for _ in range(draw(st.integers(1, 2)))]:
+            spec, value = modified(draw, var, draw(VALUES.get(operator, text)))
+            specs.append(spec)
+            values[var] = value
+            encoded = encode(value, operator)
+            parts.append(var + ("=" + encoded if encoded else "") if operator == ";" else encoded)  # RFC: ";x" when empty
+            if operator == "":
+                simple.add(var)
+        template += "{" + operator + ",".join(specs) + "}"
+        uri += prefix + separator.join(parts)
+    if draw(st.booleans()):  # form-style query expressions last: they read the rest of the URI
+        query = [next(names) for _ in range(draw(st.integers(1, 3)))]
+        specs, pairs = [], []
+        for var in query:
+            spec, value = modified(draw, var, draw(text))
+            specs.append(spec)
+            if draw(st.booleans()):  # an undefined variable is left out of the expansion
+                values[var] = value
+                pairs.append(f"{var}={encode(value, '?')}")
+        split = draw(st.integers(1, len(specs)))
+        template += "{?" + ",".join(specs[:split]) + "}" + ("{&" + ",".join(specs[split:]) + "}" if specs[split:] else "")
+        uri += "?" + "&".join(pairs) if pairs else ""
+    return template, uri, values, simple
+
+
+@PROPERTY
+@given(expansion())
+def test_an_expanded_template_matches_and_gives_its_values_back(case: tuple[str, str, dict[str, str], set[str]]) -> None:
+    """Except that a plain {var} whose value holds a "/" does not match (one segment, never a path)."""
+    template, uri, values, simple = case
+    matched = UriTemplate(template).match(uri)
+    if any("/" in values[var] for var in simple):
+        assert matched is None
+    else:
+        assert matched == values, (template, uri)
+
+
+@st.composite
+def near_miss(draw: st.DrawFn) -> tuple[str, str, set[str]]:
+    """A template and a URI close to one of its expansions: bits inserted (encoded slashes, bad escapes, newlines)."""
+    template, uri, _, simple = draw(expansion())
+    for _ in range(draw(st.integers(1, 3))):
+        at = draw(st.integers(0, len(uri)))
+        bit = draw(st.sampled_from(["%2F", "%2f", "/", "%252F", "%", "%zz", "%C3", "+", "\n", "?", "#", "&", "=", ";", ".", ","]) | text)
+        uri = uri[:at] + bit + uri[at:]
+    return template, uri, simple
+
+
+@PROPERTY
+@given(near_miss() | st.tuples(expansion().map(lambda case: case[0]), text, st.just(set())))
+def test_any_uri_gives_none_or_string_values_of_the_template_and_never_a_slash_in_a_plain_var(case: tuple[str, str, set[str]]) -> None:
+    template, uri, simple = case
+    compiled = UriTemplate(template)
+    matched = compiled.match(uri)
+    if matched is not None:
+        assert set(matched) <= set(compiled.variables)
+        assert all(type(value) is str for value in matched.values())
+        assert not any("/" in matched.get(var, "") for var in simple), (template, uri, matched)
+
+
+@PROPERTY
+@given(st.text(string.ascii_letters + string.digits + "{}+#./;?&=,!@|*:%-_ ", max_size=16) | text)
+def test_any_template_text_compiles_or_is_refused_with_value_error(template: str) -> None:
+    try:
+        compiled = UriTemplate(template)
+    except ValueError:
+        return
+    matched = compiled.match(template)
+    assert matched is None or set(matched) <= set(compiled.variables)
+
+
+@PROPERTY
+@given(name, st.text(st.characters(blacklist_categories=("Cs",)) | st.just("+"), max_size=8), st.sampled_from(["?", "&"]))
+def test_a_plus_in_a_query_value_stays_a_plus(var: str, value: str, operator: str) -> None:
+    """In a URI "+" is a plus sign (only HTML forms mean a space by it), written raw or as %2B."""
+    template = UriTemplate("search://q{?" + var + "}" if operator == "?" else "search://q?fixed=1{&" + var + "}")
+    for written in (quote(value, safe="+"), quote(value, safe="")):
+        assert template.match(f"search://q?{'fixed=1&' if operator == '&' else ''}{var}={written}") == {var: value}
