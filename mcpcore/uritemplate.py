@@ -16,11 +16,11 @@ _VARSPEC = re.compile(rf"({_VARCHAR}+(?:\.{_VARCHAR}+)*)(\*|:[1-9][0-9]{{0,3}})?
 
 # operator → (prefix, separator, value pattern)
 _OPERATORS = {
-    "": ("", ",", r"[^/?#,&]*"),
+    "": ("", ",", r"[^/?#,&]*?"),  # lazy: `{name}{.ext}` gives the extension to `ext`
     "+": ("", ",", r".*?"),
     "#": ("#", ",", r".*?"),
-    ".": (r"\.", r"\.", r"[^/?#.]*"),
-    "/": ("/", "/", r"[^/?#]*"),
+    ".": (r"\.", r"\.", r"[^/?#.;]*"),  # a reserved character in a value arrives %-encoded (RFC 6570 3.2.5)
+    "/": ("/", "/", r"[^/?#;]*"),
     ";": (";", ";", r"[^/?#;]*"),
 }
 
@@ -69,7 +69,7 @@ class UriTemplate:
                 groups.append(f"{re.escape(name)}(?:=(?P<v{index}>{item})|(?P<e{index}>))")
             else:
                 groups.append(f"(?P<v{index}>{item})")
-        optional = "?" if operator in ("#", ";") else ""
+        optional = "" if operator == "" else "?"  # an undefined variable expands to nothing, prefix included
         return f"(?:{prefix}{separator.join(groups)}){optional}"
 
     def _name(self, spec: str) -> str:

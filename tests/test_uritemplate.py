@@ -188,3 +188,18 @@ def test_a_plain_variable_never_decodes_to_a_path() -> None:
 def test_a_plus_in_a_query_value_stays_a_plus() -> None:
     assert UriTemplate("search://q{?term}").match("search://q?term=c++") == {"term": "c++"}
     assert UriTemplate("search://q{?term}").match("search://q?term=a%20b") == {"term": "a b"}
+
+
+def test_label_path_and_fragment_expressions_match_their_expansion_of_an_undefined_variable() -> None:
+    from mcpcore.uritemplate import UriTemplate
+
+    assert UriTemplate("fuzz://tree{/segments*}").match("fuzz://tree") == {}
+    assert UriTemplate("fuzz://tree{/segments*}").match("fuzz://tree/a/b") == {"segments": "a/b"}
+    assert UriTemplate("fuzz://doc{.format}").match("fuzz://doc") == {}
+    assert UriTemplate("fuzz://doc{+rest}").match("fuzz://doc") == {"rest": ""}
+
+
+def test_a_label_value_stops_at_a_reserved_character() -> None:
+    from mcpcore.uritemplate import UriTemplate
+
+    assert UriTemplate("fuzz://doc{.format}{;version}").match("fuzz://doc.md;version=2") == {"format": "md", "version": "2"}
