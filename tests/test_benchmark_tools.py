@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 
@@ -17,6 +19,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import httpload  # noqa: E402
 import stdiobench  # noqa: E402
+import wrkload  # noqa: E402
+
+SAMPLES = ROOT / "tests" / "samples"  # wrk reports captured from real runs against this project's servers
 
 
 def test_parse_response_with_content_length_returns_the_body_and_bytes_used() -> None:
@@ -102,3 +107,69 @@ def test_stdio_driver_measures_a_real_server() -> None:
     assert report["lockstep_errors"] == 0 and report["pipelined_errors"] == 0
     assert report["lockstep_rps"] > 0 and report["pipelined_rps"] > 0
     assert report["idle_rss_kib"] > 1000 and report["cold_start_s"] > 0
+# wrk's report, parsed
+
+
+def wrk_sample(name: str) -> dict:
+    return wrkload.parse((SAMPLES / name).read_text())
+
+
+def test_wrk_report_gives_rate_count_and_percentiles_in_milliseconds() -> None:
+    figures = wrk_sample("wrk-ceiling-1-connection.txt")
+    assert figures["rps"] == 6458.08 and figures["requests"] == 12947 and figures["seconds"] == 2.0
+    assert figures["p50_ms"] == pytest.approx(0.114) and figures["p99_ms"] == pytest.approx(41.03)
+    assert figures["errors"] == 0 and figures["non_2xx"] == 0
+    assert figures["socket_errors"] == {"connect": 0, "read": 0, "write": 0, "timeout": 0}
+
+
+def test_wrk_report_of_an_sse_run_reads_like_any_other() -> None:
+    figures = wrk_sample("wrk-sse-progress3.txt")
+    assert figures["rps"] == 2462.62 and figures["requests"] == 5023
+    assert figures["p50_ms"] == pytest.approx(17.56) and figures["p99_ms"] == pytest.approx(186.22)
+    assert figures["errors"] == 0
+
+
+def test_wrk_report_in_seconds_with_trailing_blanks_still_gives_percentiles() -> None:
+    figures = wrk_sample("wrk-sdk-1000-connections.txt")  # the official SDK at 1,000 connections
+    assert figures["p50_ms"] == pytest.approx(1170.0) and figures["p99_ms"] == pytest.approx(1810.0)
+    assert figures["rps"] == 595.78 and figures["requests"] == 1236 and figures["seconds"] == 2.07
+
+
+def test_wrk_non_2xx_answers_and_socket_errors_count_as_errors() -> None:
+    refused = wrk_sample("wrk-non-2xx.txt")  # 100 connections against --max-connections 20: 503s
+    assert refused["non_2xx"] == 1696 and refused["errors"] == 1696 and refused["requests"] == 2250
+    killed = wrk_sample("wrk-socket-errors.txt")  # the server killed a second into the run
+    assert killed["socket_errors"] == {"connect": 0, "read": 63, "write": 40570, "timeout": 0}
+    assert killed["errors"] == 63 + 40570 and killed["non_2xx"] == 0
+
+
+def test_wrk_durations_convert_every_unit_and_garbage_is_refused() -> None:
+    assert [wrkload.milliseconds(t) for t in ("250.00us", "1.50ms", "2.00s", "1.00m")] == [0.25, 1.5, 2000.0, 60000.0]
+    with pytest.raises(ValueError):
+        wrkload.milliseconds("fast")
+    with pytest.raises(ValueError):
+        wrkload.parse("unable to connect to 127.0.0.1:1 Connection refused\n")
+    without_latency = (SAMPLES / "wrk-sse-progress3.txt").read_text().replace("99%", "98%")
+    with pytest.raises(ValueError, match="latency distribution"):
+        wrkload.parse(without_latency)
+
+
+def test_wrk_command_pins_one_thread_per_connection_at_most_and_passes_the_script_arguments() -> None:
+    command = wrkload.command("http://h/mcp", 1, 5, ["progress3", "{}", '"progressToken":"p"'], threads=2)
+    assert command[:5] == ["wrk", "-t1", "-c1", "-d5s", f"--timeout={wrkload.TIMEOUT}"]
+    assert "--latency" in command and command[command.index("-s") + 1] == str(wrkload.SCRIPT)
+    assert command[-5:] == ["http://h/mcp", "--", "progress3", "{}", '"progressToken":"p"']
+
+
+@pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed")
+@pytest.mark.anyio
+async def test_wrk_script_sends_calls_lists_and_sse_calls_a_real_server_answers() -> None:
+    os.environ.pop("MCPCORE_BENCH_ASYNC", None)
+    server = load_target(str(ROOT / "benchmarks" / "servers" / "mcpcore_bench.py"))
+    async with running(server) as http:
+        url = f"http://127.0.0.1:{http.port}/mcp"
+        for script_args in (["echo", '{"text":"hello"}'], ["tools/list"], ["progress3", "{}", '"progressToken":"p"']):
+            with anyio.fail_after(30):
+                done = await anyio.run_process(wrkload.command(url, 2, 1, script_args))
+            figures = wrkload.parse(done.stdout.decode())
+            assert figures["requests"] > 0 and figures["errors"] == 0, script_args
