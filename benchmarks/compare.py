@@ -183,7 +183,7 @@ def run_http(args: argparse.Namespace) -> dict[str, Any]:
 def run_stdio(args: argparse.Namespace) -> dict[str, Any]:
     core = venv_python("mcpcore")
     rows = {
-        "raw Python line loop ceiling": (core, [str(SERVERS / "ceiling_stdio.py")], {}),
+        "raw Python line loop ceiling": (core, [str(SERVERS / "lineloop_stdio.py")], {}),
         "mcpcore (sync echo, worker thread)": (core, ["-m", "mcpcore", "run", "examples/echo_server.py"], {}),
         "mcpcore (async echo)": (core, ["-m", "mcpcore", "run", "benchmarks/servers/mcpcore_bench.py"],
                                  {"MCPCORE_BENCH_ASYNC": "1"}),

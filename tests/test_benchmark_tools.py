@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import anyio
 import pytest
@@ -100,13 +101,16 @@ async def test_http_load_generator_counts_every_answer_of_a_real_server() -> Non
     assert 0 < summary["p50_ms"] <= summary["p99_ms"] <= summary["max_ms"]
 
 
-def test_stdio_driver_measures_a_real_server() -> None:
-    command = [sys.executable, str(ROOT / "benchmarks" / "stdiobench.py"), "--requests", "300", "--cold-runs", "1",
-               "--", sys.executable, "-m", "mcpcore", "run", str(ROOT / "examples" / "echo_server.py")]
+def test_stdio_python_driver_measures_a_real_server() -> None:
+    command = [sys.executable, str(ROOT / "benchmarks" / "stdiobench.py"), "--driver", "python", "--requests", "300",
+               "--cold-runs", "1", "--", sys.executable, "-m", "mcpcore", "run", str(ROOT / "examples" / "echo_server.py")]
     report = json.loads(subprocess.run(command, capture_output=True, text=True, check=True, timeout=120).stdout)
+    assert report["driver"] == "python"
     assert report["lockstep_errors"] == 0 and report["pipelined_errors"] == 0
     assert report["lockstep_rps"] > 0 and report["pipelined_rps"] > 0
     assert report["idle_rss_kib"] > 1000 and report["cold_start_s"] > 0
+
+
 # wrk's report, parsed
 
 
@@ -173,3 +177,38 @@ async def test_wrk_script_sends_calls_lists_and_sse_calls_a_real_server_answers(
                 done = await anyio.run_process(wrkload.command(url, 2, 1, script_args))
             figures = wrkload.parse(done.stdout.decode())
             assert figures["requests"] > 0 and figures["errors"] == 0, script_args
+
+
+# the compiled stdio driver
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_stdiodrive_builds_and_counts_every_answer_of_a_real_server(tmp_path: Path) -> None:
+    binary = stdiobench.build_driver(tmp_path / "stdiodrive")
+    assert binary is not None and os.access(binary, os.X_OK)
+    built = binary.stat().st_mtime
+    assert stdiobench.build_driver(binary) == binary and binary.stat().st_mtime == built  # not rebuilt when current
+    server = [sys.executable, "-m", "mcpcore", "run", str(ROOT / "examples" / "echo_server.py")]
+    rates = stdiobench.compiled_rates(binary, server, None, 300)
+    assert rates["driver"] == "compiled" and rates["lockstep_errors"] == 0 and rates["pipelined_errors"] == 0
+    assert rates["lockstep_rps"] > 0 and rates["pipelined_rps"] > 0
+    done = subprocess.run([str(binary), "pipelined", "200", "1", "--", *server], input="lockstep 100 500\n",
+                          capture_output=True, text=True, check=True, timeout=120)
+    assert [json.loads(line)["answers"] for line in done.stdout.splitlines()] == [200, 100]
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_stdiodrive_counts_error_answers_and_missing_ones(tmp_path: Path) -> None:
+    binary = stdiobench.build_driver(tmp_path / "stdiodrive")
+    assert binary is not None
+    # Answers the first ten lines, every other one with an error, then closes its stdout and reads on.
+    server = ("import os, sys\n"
+              "for i, _ in enumerate(sys.stdin):\n"
+              "    if i < 10:\n"
+              "        os.write(1, b'{\"error\":{\"code\":1}}\\n' if i % 2 else b'{\"result\":{}}\\n')\n"
+              "    if i == 9:\n"
+              "        os.close(1)\n")
+    done = subprocess.run([str(binary), "pipelined", "20", "1", "--", sys.executable, "-c", server],
+                          capture_output=True, text=True, check=True, timeout=60)
+    figures = json.loads(done.stdout)
+    assert figures["answers"] == 10 and figures["errors"] == 5 + 10  # five error answers, ten never answered
