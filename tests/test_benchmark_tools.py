@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import anyio
@@ -20,9 +21,11 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import httpload  # noqa: E402
 import stdiobench  # noqa: E402
+import svgchart  # noqa: E402
 import wrkload  # noqa: E402
 
 SAMPLES = ROOT / "tests" / "samples"  # wrk reports captured from real runs against this project's servers
+SVG = "{http://www.w3.org/2000/svg}"
 
 
 def test_parse_response_with_content_length_returns_the_body_and_bytes_used() -> None:
@@ -177,6 +180,33 @@ async def test_wrk_script_sends_calls_lists_and_sse_calls_a_real_server_answers(
                 done = await anyio.run_process(wrkload.command(url, 2, 1, script_args))
             figures = wrkload.parse(done.stdout.decode())
             assert figures["requests"] > 0 and figures["errors"] == 0, script_args
+
+
+# the scale chart
+
+
+def test_scale_chart_is_well_formed_svg_with_one_polyline_and_legend_entry_per_server() -> None:
+    series = {"ceiling": [(1.0, 4000.0), (16.0, 8000.0), (1000.0, 7000.0)], "mcpcore <async>": [(1.0, 3000.0), (1000.0, 6000.0)],
+              "peer & co": [(16.0, 900.0)]}
+    root = ElementTree.fromstring(svgchart.line_chart(series, "HTTP echo", "connections (log scale)", "req/s"))
+    lines = root.findall(f"{SVG}polyline")
+    assert root.tag == f"{SVG}svg" and len(lines) == 3
+    assert [line.find(f"{SVG}title").text for line in lines] == list(series)
+    texts = [element.text for element in root.iter(f"{SVG}text")]
+    assert {"ceiling", "mcpcore <async>", "peer & co", "connections (log scale)", "req/s", "HTTP echo"} <= set(texts)
+    assert {"1", "16", "1,000"} <= set(texts) and "10,000" in texts  # a tick per measured x; y up to a round number
+
+
+def test_scale_chart_x_axis_is_logarithmic_and_y_grows_upwards() -> None:
+    root = ElementTree.fromstring(svgchart.line_chart({"s": [(1.0, 0.0), (10.0, 50.0), (100.0, 100.0)]}, "t", "x", "y"))
+    points = [tuple(map(float, pair.split(","))) for pair in root.find(f"{SVG}polyline").get("points").split()]
+    (x1, y1), (x10, y10), (x100, y100) = points
+    assert x10 - x1 == pytest.approx(x100 - x10, abs=0.2) and x1 < x10 < x100
+    assert y1 > y10 > y100
+
+
+def test_nice_ceiling_rounds_up_to_one_two_or_five_times_a_power_of_ten() -> None:
+    assert [svgchart.nice_ceiling(v) for v in (0, 7, 8476, 12000, 50000)] == [1.0, 10, 10000, 20000, 50000]
 
 
 # the compiled stdio driver
