@@ -46,6 +46,18 @@ def mcp_request(method: str, params: dict[str, Any], request_id: int = 1) -> tup
     return body, headers
 
 
+def build_request(method: str, tool: str = "echo", arguments: str = "{}", meta: str = "{}") -> tuple[bytes, dict[str, str]]:
+    """`mcp_request` from command-line spellings: arguments and extra _meta members as JSON objects."""
+    params: dict[str, Any] = {"name": tool, "arguments": json.loads(arguments)} if method == "tools/call" else {}
+    body, headers = mcp_request(method, params)
+    extra_meta = json.loads(meta)
+    if extra_meta:
+        message = json.loads(body)
+        message["params"]["_meta"].update(extra_meta)
+        body = json.dumps(message).encode()
+    return body, headers
+
+
 def encode_http(host: str, path: str, body: bytes, headers: dict[str, str]) -> bytes:
     lines = [f"POST {path} HTTP/1.1", f"Host: {host}", f"Content-Length: {len(body)}"]
     lines += [f"{name}: {value}" for name, value in headers.items()]
@@ -237,15 +249,7 @@ def main() -> None:
     parser.add_argument("--arguments", default='{"text": "hello"}')
     parser.add_argument("--meta", default="{}", help="extra _meta JSON, e.g. a progressToken")
     args = parser.parse_args()
-    params: dict[str, Any] = {}
-    if args.method == "tools/call":
-        params = {"name": args.tool, "arguments": json.loads(args.arguments)}
-    body, headers = mcp_request(args.method, params)
-    extra_meta = json.loads(args.meta)
-    if extra_meta:
-        message = json.loads(body)
-        message["params"]["_meta"].update(extra_meta)
-        body = json.dumps(message).encode()
+    body, headers = build_request(args.method, args.tool, args.arguments, args.meta)
     result = load(args.url, body, headers, args.connections, args.requests, args.duration, args.warmup, args.processes)
     result["max_rss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     result["pid"] = os.getpid()

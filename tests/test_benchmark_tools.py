@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -19,6 +20,7 @@ from mcpcore.cli import load_target
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import compare  # noqa: E402
 import httpload  # noqa: E402
 import stdiobench  # noqa: E402
 import svgchart  # noqa: E402
@@ -180,6 +182,79 @@ async def test_wrk_script_sends_calls_lists_and_sse_calls_a_real_server_answers(
                 done = await anyio.run_process(wrkload.command(url, 2, 1, script_args))
             figures = wrkload.parse(done.stdout.decode())
             assert figures["requests"] > 0 and figures["errors"] == 0, script_args
+
+
+# per-round ratios and their spread
+
+
+def test_ratios_pair_rounds_and_drop_the_rounds_where_either_side_failed() -> None:
+    runs = [{"rps": 80.0}, compare.failed("did not start"), {"rps": 90.0}, {"rps": 70.0}]
+    ceiling = [{"rps": 100.0}, {"rps": 100.0}, {"rps": 0.0}, {"rps": 140.0}]
+    assert compare.ratios(runs, ceiling) == [0.8, 0.5]
+    assert compare.ratios([{"p99_ms": 3.0}], [{"p99_ms": 2.0}], "p99_ms") == [1.5]
+    assert compare.values(runs) == [80.0, 90.0, 70.0]
+
+
+def test_spread_is_the_median_then_the_lowest_and_highest_round() -> None:
+    assert compare.spread([0.81, 0.74, 0.78]) == "0.78 (0.74–0.81)"
+    assert compare.spread([0.5]) == "0.50"
+    assert compare.spread([]) == "—"
+    assert compare.spread([40000.0, 52000.0], "{:,.0f}") == "46,000 (40,000–52,000)"
+
+
+def test_a_target_is_judged_on_the_median_and_unmeasured_when_nothing_was() -> None:
+    assert compare.check("t", [0.8, 0.95, 0.92], lambda r: r >= 0.9) == ("t", "0.92x (0.80x–0.95x)", True)
+    assert compare.check("t", [], lambda r: r >= 0.9)[2] is None
+
+
+def test_failures_keep_only_the_last_line_of_a_traceback() -> None:
+    assert compare.failed("Traceback …\n  File x\nRuntimeError: no port\n") == {"failed": "RuntimeError: no port", "errors": 1}
+
+
+def fake_results(connections: tuple[int, ...]) -> dict:
+    """A whole run's results with made-up figures, shaped as compare.py keeps them."""
+    def http_run(rps: float) -> dict:
+        return {"rps": rps, "p50_ms": 1000 / rps, "p99_ms": 3000 / rps, "errors": 0}
+
+    def stdio_run(rate: float) -> dict:
+        return {"lockstep_rps": rate, "pipelined_rps": rate * 5, "lockstep_errors": 0, "pipelined_errors": 0,
+                "cold_start_s": 0.12, "idle_rss_kib": 24000, "driver": "compiled"}
+
+    http_labels = [s.label for s in compare.http_servers(uvloop=True)]
+    worker_labels = [s.label for s in compare.worker_servers()]
+    stdio_labels = [s.label for s in compare.stdio_servers(uvloop=True)]
+    return {
+        "http": {
+            "scale": {label: {c: [http_run(1000.0 * (i + 1)), http_run(1100.0 * (i + 1))] for c in connections}
+                      for i, label in enumerate(http_labels)},
+            "workers": {label: {c: [http_run(500.0 * (i + 1))] * 2 for c in connections} for i, label in enumerate(worker_labels)},
+            "scenarios": {name: [http_run(900.0), compare.failed("probe answered 500")] for name in compare.SCENARIOS},
+        },
+        "stdio": {
+            "runs": {label: [stdio_run(10000.0 + i), stdio_run(11000.0 + i)] for i, label in enumerate(stdio_labels)},
+            "leak": {label: {"rss_after_first_kib": 25000, "rss_after_total_kib": 25600} for label in stdio_labels
+                     if label.startswith("mcpcore")},
+        },
+        "started": "2026-12-01 10:00", "finished": "2026-12-01 10:30", "load_average": ("0.10 0.20 0.30", "1.00 0.50 0.40"),
+    }
+
+
+def test_the_report_carries_generators_load_spreads_targets_and_failures(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(compare, "versions", lambda uvloop: "mcpcore 0.1.0")  # no venvs needed
+    args = argparse.Namespace(rounds=2, duration=5, warmup=1, uvloop=True, leak_total=200000)
+    text = compare.report(compare.Harness(args, None), fake_results((1, 64)), "scale.svg")
+    assert "Python fallback load generator — may be the bottleneck" in text
+    assert "the compiled driver `benchmarks/stdiodrive.c`" in text
+    assert "0.10 0.20 0.30 at the start, 1.00 0.50 0.40 at the end" in text
+    assert "![req/s by connections, one line per server](scale.svg)" in text
+    assert "| mcpcore (sync echo) | 2,100 | 2.00 (2.00–2.00) |" in text  # 2,000 and 2,200 over 1,000 and 1,100
+    assert "| HTTP sync echo >= 0.9x async echo at 256 connections | — | not measured |" in text
+    assert "| HTTP scenario tools/list, 50 tools, round 2 | probe answered 500 |" in text
+    assert "| stdio async pipelined >= 75,000 req/s |" in text and "--instructions" in text
+    counted = {**fake_results((64,)), "instructions": {"http-echo": 50000, "stdio-echo": 40000, "http-ceiling": 25000}}
+    wrk_text = compare.report(compare.Harness(args, "wrk 4.1.0"), counted, "scale.svg")
+    assert "HTTP: wrk (wrk 4.1.0), one thread pinned to CPU 1" in wrk_text and "fallback load generator" not in wrk_text
+    assert "| http-echo | 50,000 | 2.00 |" in wrk_text and "| stdio-echo | 40,000 |  |" in wrk_text
 
 
 # the scale chart
