@@ -1,45 +1,79 @@
-"""One command for the whole comparison: `python benchmarks/compare.py` → benchmarks/RESULTS.md.
+"""One command for the whole comparison: `python benchmarks/compare.py` → benchmarks/RESULTS.md and scale.svg.
 
-Creates virtual environments under benchmarks/.venvs for mcpcore (installed
-from this checkout, not editable), mcpcore with uvloop, the official SDK
-(mcp==2.3.0) and FastMCP (4.x); starts each server pinned to CPU 0 and drives
-it from CPU 1 (`httpload.py`, `stdiobench.py`), interleaving servers round by
-round so machine noise hits all of them alike; reports medians and ratios
-against the raw h11 ceiling and against the official SDK.
+Creates virtual environments under benchmarks/.venvs for mcpcore (installed from
+this checkout, not editable), mcpcore with uvloop, the official SDK (mcp 2.3.0)
+and FastMCP 4.2.3. Servers run pinned to CPU 0 and are driven from CPU 1: over
+HTTP by wrk through benchmarks/wrk/mcp.lua (httpload.py when wrk is missing),
+over stdio by the compiled driver stdiodrive.c (stdiobench.py's Python driver
+without a C compiler); the report names the generator used. Servers take turns
+within each slot (one connection count in one round), and every ratio is taken
+between figures of the same round, then shown as the median with the (min–max)
+over rounds, so noise from the shared machine shows as spread instead of a
+skewed ratio. `--instructions` adds callgrind's instructions per request
+(benchmarks/instructions.py: about 3 more minutes, needs valgrind).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import http.client
 import json
 import os
 import platform
+import resource
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
+from urllib.parse import urlsplit
+
+import httpload
+import procs
+import svgchart
+import wrkload
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 VENVS = HERE / ".venvs"
 SERVERS = HERE / "servers"
+BENCH = str(SERVERS / "mcpcore_bench.py")
 PEERS = {
     "mcpcore": [str(ROOT)],
     "mcpcore-uvloop": [f"{ROOT}[uvloop]"],
     "mcp": ["mcp==2.3.0"],
     "fastmcp": ["fastmcp==4.2.3"],
 }
-SERVER_CPU, LOAD_CPU = "0", "1"
+SERVER_CPU, LOAD_CPU = 0, 1
+CONNECTIONS = (1, 16, 64, 256, 1000)
+HEADLINE = 64  # the connection count of the headline table and most targets
+# Servers run from here, not from the checkout's root, where `python -m mcpcore` (as --workers starts its
+# workers) would import the source tree instead of the installed package.
+SERVER_CWD = str(VENVS)
+MAX_CONNECTIONS = "4096"  # mcpcore's default, 1,000, leaves no room beside wrk's 1,000 for its probe connection
+
+CEILING, SYNC, ASYNC, UVLOOP = "raw h11 + asyncio ceiling", "mcpcore (sync echo)", "mcpcore (async echo)", "mcpcore[uvloop] (async echo)"
+SDK, FASTMCP = "official SDK mcp 2.3.0", "FastMCP 4.2.3"
+STDIO_CEILING, LINE_LOOP = "bare asyncio pipe echo (ceiling)", "blocking Python line loop (reference)"
+EXAMPLE = "mcpcore echo example (sync, 4 tools)"  # the small server whose start-up and memory the targets bound
+
+Run = dict[str, Any]  # one measurement: rps, p50_ms, p99_ms, errors … or {"failed": why}
+STARTED = time.monotonic()
 
 
+def progress(message: str) -> None:
+    """A line on stderr with the minutes so far, so whoever runs the whole benchmark can tell how far it is."""
+    print(f"# {(time.monotonic() - STARTED) / 60:5.1f} min  {message}", file=sys.stderr, flush=True)
+
+
+@functools.cache
 def venv_python(name: str) -> str:
-    """The interpreter of a benchmark venv, created (and mcpcore refreshed) on demand."""
+    """The interpreter of a benchmark venv, created on first use; mcpcore's is refreshed once per run."""
     home = VENVS / name
     python = home / "bin" / "python"
     if not python.exists():
@@ -55,313 +89,569 @@ def version_of(python: str, package: str) -> str:
     return subprocess.run([python, "-c", code], capture_output=True, text=True).stdout.strip() or "?"
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+@dataclass(frozen=True)
+class Server:
+    """A server to measure: `command` names its venv's interpreter "{python}", its `mcpcore` script "{mcpcore}"
+    and its port "{port}"."""
 
-
-def pinned(cpu: str | None, command: list[str]) -> list[str]:
-    return ["taskset", "-c", cpu, *command] if cpu is not None and shutil.which("taskset") else command
-
-
-@dataclass
-class HttpServer:
     label: str
     venv: str
-    command: list[str]  # "{port}" is replaced
+    command: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
-    cpu: str | None = SERVER_CPU
+    cpu: int | None = SERVER_CPU
+    settle: float = 0.0  # seconds to wait after the port opens (worker processes start behind it)
 
-    def start(self, port: int) -> subprocess.Popen[bytes]:
+    def argv(self, port: int = 0) -> list[str]:
         python = venv_python(self.venv)
-        command = [python if part == "{python}" else part.replace("{port}", str(port)) for part in self.command]
-        process = subprocess.Popen(pinned(self.cpu, command), env={**os.environ, **self.env},
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
-        _wait_ready(port)
-        return process
+        names = {"{python}": python, "{mcpcore}": str(Path(python).with_name("mcpcore"))}
+        return [names.get(part, part.replace("{port}", str(port))) for part in self.command]
 
 
-def _wait_ready(port: int, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"server on port {port} did not start")
+def mcpcore(label: str, venv: str, flavour: str, *extra: str, http: bool = True, **options: Any) -> Server:
+    """The bench server (50 tools) with `echo` as a def ("sync") or an async def ("async")."""
+    transport = ("--transport", "http", "--port", "{port}", "--max-connections", MAX_CONNECTIONS) if http else ()
+    return Server(label, venv, ("{mcpcore}", "run", BENCH, *transport, *extra),
+                  {"MCPCORE_BENCH_ASYNC": "1" if flavour == "async" else "0"}, **options)
 
 
-def stop(process: subprocess.Popen[bytes]) -> None:
-    process.send_signal(signal.SIGINT)
-    try:
-        process.wait(10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+def http_servers(uvloop: bool) -> list[Server]:
+    """The pinned servers of the scale curve, the ceiling first."""
+    servers = [Server(CEILING, "mcpcore", ("{python}", str(SERVERS / "ceiling_http.py"), "{port}")),
+               mcpcore(SYNC, "mcpcore", "sync"), mcpcore(ASYNC, "mcpcore", "async")]
+    if uvloop:
+        servers.append(mcpcore(UVLOOP, "mcpcore-uvloop", "async"))
+    return servers + [Server(SDK, "mcp", ("{python}", str(SERVERS / "peer_mcp.py"), "http", "{port}")),
+                      Server(FASTMCP, "fastmcp", ("{python}", str(SERVERS / "peer_fastmcp.py"), "http", "{port}"))]
 
 
-def http_load(port: int, args: argparse.Namespace, *extra: str, cpu: str | None = LOAD_CPU) -> dict[str, Any]:
-    command = [sys.executable, str(HERE / "httpload.py"), "--url", f"http://127.0.0.1:{port}/mcp",
-               "--connections", str(args.connections), "--duration", str(args.duration), "--warmup", "1", *extra]
-    output = subprocess.run(pinned(cpu, command), capture_output=True, text=True, check=True).stdout
-    return json.loads(output)
+def worker_servers() -> list[Server]:
+    """mcpcore with one and with two worker processes, unpinned: the workers and wrk share both cores."""
+    return [mcpcore(f"mcpcore (async echo), {n} worker{'s' * (n > 1)}, unpinned", "mcpcore", "async",
+                    "--workers", str(n), cpu=None, settle=1.0) for n in (1, 2)]
 
 
-def stdio_bench(python: str, server_args: list[str], *extra: str, env: dict[str, str] | None = None) -> dict[str, Any]:
-    command = [sys.executable, str(HERE / "stdiobench.py"), "--cpu", SERVER_CPU, *extra, "--", python, *server_args]
-    output = subprocess.run(pinned(LOAD_CPU, command), capture_output=True, text=True, check=True, cwd=ROOT,
-                            env={**os.environ, **(env or {})}).stdout
-    return json.loads(output)
+def stdio_servers(uvloop: bool) -> list[Server]:
+    """The stdio servers, the bare asyncio pipe echo (the ceiling) first."""
+    servers = [Server(STDIO_CEILING, "mcpcore", ("{python}", str(SERVERS / "ceiling_stdio.py"))),
+               Server(LINE_LOOP, "mcpcore", ("{python}", str(SERVERS / "lineloop_stdio.py"))),
+               mcpcore(SYNC, "mcpcore", "sync", http=False), mcpcore(ASYNC, "mcpcore", "async", http=False)]
+    if uvloop:
+        servers.append(mcpcore(UVLOOP, "mcpcore-uvloop", "async", http=False))
+    servers.append(Server(EXAMPLE, "mcpcore", ("{mcpcore}", "run", str(ROOT / "examples" / "echo_server.py"))))
+    return servers + [Server(SDK, "mcp", ("{python}", str(SERVERS / "peer_mcp.py"), "stdio")),
+                      Server(FASTMCP, "fastmcp", ("{python}", str(SERVERS / "peer_fastmcp.py"), "stdio"))]
 
 
-MCPCORE_HTTP = ["{python}", "-m", "mcpcore", "run", "examples/echo_server.py", "--transport", "http", "--port", "{port}"]
-BENCH_HTTP = ["{python}", "-m", "mcpcore", "run", "benchmarks/servers/mcpcore_bench.py", "--transport", "http", "--port", "{port}"]
+@dataclass(frozen=True)
+class Scenario:
+    """One kind of request, spelled for wrk's mcp.lua and for httpload.py alike."""
+
+    target: str  # a tool to call, or a method (it holds a slash)
+    arguments: str = "{}"
+    meta: str = ""  # extra _meta members, e.g. '"progressToken":"p"'
+
+    @property
+    def method(self) -> str:
+        return self.target if "/" in self.target else "tools/call"
+
+    def lua_args(self) -> list[str]:
+        return [self.target, self.arguments, *([self.meta] if self.meta else [])]
+
+    def httpload_args(self) -> list[str]:
+        return ["--method", self.method, "--tool", self.target, "--arguments", self.arguments, "--meta", "{" + self.meta + "}"]
+
+    def request(self) -> tuple[bytes, dict[str, str]]:
+        return httpload.build_request(self.method, self.target, self.arguments, "{" + self.meta + "}")
 
 
-def http_servers(with_uvloop: bool) -> list[HttpServer]:
-    servers = [
-        HttpServer("raw h11 + asyncio ceiling", "mcpcore", ["{python}", str(SERVERS / "ceiling_http.py"), "{port}"]),
-        HttpServer("mcpcore (sync echo, worker thread)", "mcpcore", MCPCORE_HTTP),
-        HttpServer("mcpcore (async echo)", "mcpcore", BENCH_HTTP, {"MCPCORE_BENCH_ASYNC": "1"}),
-    ]
-    if with_uvloop:
-        servers.append(HttpServer("mcpcore[uvloop] (async echo)", "mcpcore-uvloop", BENCH_HTTP, {"MCPCORE_BENCH_ASYNC": "1"}))
-    servers += [
-        HttpServer("official SDK mcp 2.3.0", "mcp", ["{python}", str(SERVERS / "peer_mcp.py"), "http", "{port}"]),
-        HttpServer("FastMCP 4.2.3", "fastmcp", ["{python}", str(SERVERS / "peer_fastmcp.py"), "http", "{port}"]),
-    ]
-    return servers
-
-
-ECHO = ("--method", "tools/call", "--tool", "echo", "--arguments", '{"text": "hello"}')
+ECHO = Scenario("echo", '{"text":"hello"}')
 SCENARIOS = {  # mcpcore's own ratios, on the async bench server
     "tools/call echo (JSON)": ECHO,
-    "tools/list, 50 tools": ("--method", "tools/list"),
-    "progress3 without token (JSON)": ("--method", "tools/call", "--tool", "progress3", "--arguments", "{}"),
-    "progress3 with token (SSE, 3 events)": ("--method", "tools/call", "--tool", "progress3", "--arguments", "{}",
-                                             "--meta", '{"progressToken": "p"}'),
+    "tools/list, 50 tools": Scenario("tools/list"),
+    "progress3 without token (JSON)": Scenario("progress3"),
+    "progress3 with token (SSE, 3 events)": Scenario("progress3", meta='"progressToken":"p"'),
 }
 
 
-def run_http(args: argparse.Namespace) -> dict[str, Any]:
-    servers = http_servers(args.uvloop)
-    echo_runs: dict[str, list[dict[str, Any]]] = {s.label: [] for s in servers}
-    scenario_runs: dict[str, list[dict[str, Any]]] = {name: [] for name in SCENARIOS}
-    worker_runs: dict[int, list[dict[str, Any]]] = {1: [], 2: []}
-    bench_async = HttpServer("bench", "mcpcore", BENCH_HTTP, {"MCPCORE_BENCH_ASYNC": "1"})
-    for round_number in range(args.rounds):
-        print(f"# HTTP round {round_number + 1}/{args.rounds}", file=sys.stderr)
-        for server in servers:
-            port = free_port()
-            process = server.start(port)
-            try:
-                echo_runs[server.label].append(http_load(port, args, *ECHO))
-            finally:
-                stop(process)
-        port = free_port()
-        process = bench_async.start(port)
-        try:
-            for name, extra in SCENARIOS.items():
-                scenario_runs[name].append(http_load(port, args, *extra))
-        finally:
-            stop(process)
-        for workers in (1, 2):  # unpinned: the workers and the load generator share both cores
-            port = free_port()
-            spread = HttpServer("workers", "mcpcore", BENCH_HTTP + ["--workers", str(workers)],
-                                {"MCPCORE_BENCH_ASYNC": "1"}, cpu=None)
-            process = spread.start(port)
-            time.sleep(1.0)  # let every worker bind before loading
-            try:
-                worker_runs[workers].append(http_load(port, args, *ECHO, "--processes", "2", cpu=None))
-            finally:
-                stop(process)
-    return {"echo": echo_runs, "scenarios": scenario_runs, "workers": worker_runs}
+@dataclass(frozen=True)
+class Harness:
+    """What every measurement of one invocation shares: its options and its HTTP load generator."""
+
+    args: argparse.Namespace
+    wrk: str | None  # wrk's version line; None when the Python fallback drives HTTP
+
+    def load(self, url: str, scenario: Scenario, connections: int, threads: int = 1, cpu: int | None = LOAD_CPU) -> Run:
+        """One closed-loop run after a warm-up run of the same shape."""
+        if self.wrk is None:
+            command = [sys.executable, str(HERE / "httpload.py"), "--url", url, "--connections", str(connections),
+                       "--duration", str(self.args.duration), "--warmup", str(self.args.warmup),
+                       "--processes", str(threads), *scenario.httpload_args()]
+            return json.loads(subprocess.run(procs.pinned(cpu, command), capture_output=True, text=True,
+                                             check=True, timeout=self.args.duration + 300).stdout)
+        if self.args.warmup:
+            wrkload.load(url, connections, self.args.warmup, scenario.lua_args(), threads, cpu)
+        return wrkload.load(url, connections, self.args.duration, scenario.lua_args(), threads, cpu)
+
+
+def failed(reason: str) -> Run:
+    """A slot that produced no figure: the last line of why (a traceback's is the exception), counted as an error."""
+    return {"failed": reason.strip().splitlines()[-1][:300] if reason.strip() else "failed", "errors": 1}
+
+
+def probe(url: str, scenario: Scenario) -> str | None:
+    """One request by a Python client before the load: a server that answers errors is not measured as fast."""
+    body, headers = scenario.request()
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=30)
+    try:
+        connection.request("POST", parts.path, body, headers)
+        response = connection.getresponse()
+        status, answer = response.status, response.read()
+    except (OSError, http.client.HTTPException) as error:
+        return f"probe request failed: {error!r}"
+    finally:
+        connection.close()
+    return f"probe answered {status}: {answer[:200]!r}" if httpload.is_error(status, answer) else None
+
+
+def measure(harness: Harness, server: Server, loads: Sequence[tuple[Scenario, int]], threads: int = 1,
+            cpu: int | None = LOAD_CPU) -> list[Run]:
+    """Start `server` once and apply each (scenario, connections) load in turn; failures are recorded, not raised."""
+    port = procs.free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        with procs.listening(server.argv(port), port, server.cpu, server.env, SERVER_CWD):
+            time.sleep(server.settle)
+            return [_one_load(harness, url, scenario, connections, threads, cpu) for scenario, connections in loads]
+    except RuntimeError as error:
+        return [failed(f"{server.label}: {error}")] * len(loads)
+
+
+def _one_load(harness: Harness, url: str, scenario: Scenario, connections: int, threads: int, cpu: int | None) -> Run:
+    problem = probe(url, scenario)
+    if problem:
+        return failed(problem)
+    try:
+        return harness.load(url, scenario, connections, threads, cpu)
+    except (RuntimeError, ValueError, subprocess.SubprocessError) as error:
+        return failed(str(error))
+
+
+def run_http(harness: Harness) -> dict[str, Any]:
+    """Round after round: every server at every connection count, then the workers, then the scenarios."""
+    args = harness.args
+    pinned_servers, workers = http_servers(args.uvloop), worker_servers()
+    scale: dict[str, dict[int, list[Run]]] = {s.label: {c: [] for c in args.connections} for s in pinned_servers}
+    by_workers: dict[str, dict[int, list[Run]]] = {s.label: {c: [] for c in args.connections} for s in workers}
+    scenarios: dict[str, list[Run]] = {name: [] for name in SCENARIOS}
+    bench = mcpcore("bench", "mcpcore", "async")
+    for round_number in range(1, args.rounds + 1):
+        for connections in args.connections:
+            progress(f"HTTP round {round_number}/{args.rounds}, {connections:,} connections")
+            for server in pinned_servers:  # servers take turns within the slot
+                scale[server.label][connections] += measure(harness, server, [(ECHO, connections)])
+            for server in workers:
+                by_workers[server.label][connections] += measure(harness, server, [(ECHO, connections)], threads=2, cpu=None)
+        progress(f"HTTP round {round_number}/{args.rounds}, scenarios")
+        results = measure(harness, bench, [(scenario, HEADLINE) for scenario in SCENARIOS.values()])
+        for name, result in zip(SCENARIOS, results):
+            scenarios[name].append(result)
+    return {"scale": scale, "workers": by_workers, "scenarios": scenarios}
+
+
+def stdio_bench(server: Server, *options: str) -> Run:
+    """stdiobench.py on CPU 1 driving `server` on CPU 0; a failure is recorded, not raised."""
+    command = [sys.executable, str(HERE / "stdiobench.py"), "--cpu", str(SERVER_CPU), *options, "--", *server.argv()]
+    try:
+        done = subprocess.run(procs.pinned(LOAD_CPU, command), capture_output=True, text=True, check=True,
+                              timeout=3600, env={**os.environ, **server.env}, cwd=SERVER_CWD)
+    except subprocess.CalledProcessError as error:
+        return failed(error.stderr or str(error))
+    except subprocess.TimeoutExpired as error:
+        return failed(str(error))
+    return json.loads(done.stdout)
 
 
 def run_stdio(args: argparse.Namespace) -> dict[str, Any]:
-    core = venv_python("mcpcore")
-    rows = {
-        "raw Python line loop ceiling": (core, [str(SERVERS / "ceiling_stdio.py")], {}),
-        "mcpcore (sync echo, worker thread)": (core, ["-m", "mcpcore", "run", "examples/echo_server.py"], {}),
-        "mcpcore (async echo)": (core, ["-m", "mcpcore", "run", "benchmarks/servers/mcpcore_bench.py"],
-                                 {"MCPCORE_BENCH_ASYNC": "1"}),
-    }
-    if args.uvloop:
-        rows["mcpcore[uvloop] (async echo)"] = (venv_python("mcpcore-uvloop"),
-                                                ["-m", "mcpcore", "run", "benchmarks/servers/mcpcore_bench.py"],
-                                                {"MCPCORE_BENCH_ASYNC": "1"})
-    rows["official SDK mcp 2.3.0"] = (venv_python("mcp"), [str(SERVERS / "peer_mcp.py"), "stdio"], {})
-    rows["FastMCP 4.2.3"] = (venv_python("fastmcp"), [str(SERVERS / "peer_fastmcp.py"), "stdio"], {})
-    results: dict[str, list[dict[str, Any]]] = {label: [] for label in rows}
-    for round_number in range(args.rounds):
-        print(f"# stdio round {round_number + 1}/{args.rounds}", file=sys.stderr)
-        for label, (python, server_args, env) in rows.items():
-            results[label].append(stdio_bench(python, server_args, "--requests", str(args.stdio_requests), env=env))
-    leak = {
-        label: stdio_bench(python, server_args, "--requests", "1000", "--cold-runs", "1",
-                           "--leak-first", "10000", "--leak-total", str(args.leak_total), env=env)
-        for label, (python, server_args, env) in rows.items()
-        if label.startswith("mcpcore")
-    }
-    return {"runs": results, "leak": leak}
+    """Rates, cold start and idle memory round after round, then one long run per mcpcore server for growth."""
+    servers = stdio_servers(args.uvloop)
+    runs: dict[str, list[Run]] = {server.label: [] for server in servers}
+    for round_number in range(1, args.rounds + 1):
+        progress(f"stdio round {round_number}/{args.rounds}")
+        for server in servers:
+            runs[server.label].append(stdio_bench(server, "--requests", str(args.stdio_requests)))
+    progress("stdio memory growth")
+    leak = {server.label: stdio_bench(server, "--requests", "0", "--cold-runs", "1", "--leak-first", "10000",
+                                      "--leak-total", str(args.leak_total))
+            for server in servers if server.label.startswith("mcpcore")}
+    return {"runs": runs, "leak": leak}
 
 
-def median(runs: list[dict[str, Any]], key: str) -> float:
-    return statistics.median(run[key] for run in runs)
+def run_instructions() -> dict[str, int] | str:
+    """callgrind's instructions per request on each hot path, or why they could not be counted."""
+    if shutil.which("valgrind") is None:
+        return "valgrind is not installed"
+    progress("instructions per request (callgrind)")
+    with tempfile.TemporaryDirectory() as folder:
+        figures = Path(folder) / "instructions.json"
+        done = subprocess.run([sys.executable, str(HERE / "instructions.py"), "--python", venv_python("mcpcore"),
+                               "--json", str(figures)], stdout=sys.stderr, cwd=ROOT)
+        return json.loads(figures.read_text()) if done.returncode == 0 else f"instructions.py exited with {done.returncode}"
 
 
-def machine() -> dict[str, str]:
+# Figures: per-round ratios and their spread.
+
+def usable(run: Run, key: str) -> bool:
+    return "failed" not in run and isinstance(run.get(key), (int, float)) and run[key] > 0
+
+
+def values(runs: Sequence[Run], key: str = "rps") -> list[float]:
+    return [run[key] for run in runs if usable(run, key)]
+
+
+def ratios(runs: Sequence[Run], reference: Sequence[Run], key: str = "rps") -> list[float]:
+    """Each round's figure over the reference's from the same round; rounds where either failed drop out."""
+    return [run[key] / ref[key] for run, ref in zip(runs, reference) if usable(run, key) and usable(ref, key)]
+
+
+def median(numbers: Sequence[float]) -> float | None:
+    return statistics.median(numbers) if numbers else None
+
+
+def spread(numbers: Sequence[float], pattern: str = "{:.2f}") -> str:
+    """'0.78 (0.74–0.81)': the median, then the lowest and highest round ('—' when nothing was measured)."""
+    if not numbers:
+        return "—"
+    middle = pattern.format(statistics.median(numbers))
+    if len(numbers) == 1:
+        return middle
+    return f"{middle} ({pattern.format(min(numbers))}–{pattern.format(max(numbers))})"
+
+
+def number(value: float | None, pattern: str = "{:,.0f}") -> str:
+    return "—" if value is None else pattern.format(value)
+
+
+def errors(runs: Sequence[Run]) -> int:
+    return sum(run.get("errors", 0) for run in runs)
+
+
+def inverse(numbers: Sequence[float]) -> list[float]:
+    return [1 / value for value in numbers]
+
+
+# The report.
+
+def load_average() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unavailable"
+
+
+def machine() -> str:
     model = "?"
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
+        model = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                     if line.startswith("model name"))
+    except (OSError, StopIteration):
         pass
-    return {"cpu": model, "cores": str(os.cpu_count()), "python": platform.python_version(), "os": platform.platform()}
+    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.platform()}"
 
 
-def report(http: dict[str, Any], stdio: dict[str, Any], args: argparse.Namespace, started: str) -> str:
+def versions(uvloop: bool) -> str:
     core = venv_python("mcpcore")
-    versions = {
-        "mcpcore": version_of(core, "mcpcore"), "anyio": version_of(core, "anyio"), "h11": version_of(core, "h11"),
-        "orjson": version_of(core, "orjson"), "mcp": version_of(venv_python("mcp"), "mcp"),
-        "fastmcp": version_of(venv_python("fastmcp"), "fastmcp"),
-    }
-    if args.uvloop:
-        versions["uvloop"] = version_of(venv_python("mcpcore-uvloop"), "uvloop")
-    info = machine()
-    lines = [
+    found = {name: version_of(core, name) for name in ("mcpcore", "anyio", "h11", "orjson")}
+    found["mcp"] = version_of(venv_python("mcp"), "mcp")
+    found["fastmcp"] = version_of(venv_python("fastmcp"), "fastmcp")
+    if uvloop:
+        found["uvloop"] = version_of(venv_python("mcpcore-uvloop"), "uvloop")
+    return ", ".join(f"{name} {version}" for name, version in found.items())
+
+
+def drivers(harness: Harness, stdio: dict[str, Any]) -> list[str]:
+    """Which load generators produced the figures, said loudly when one is a Python fallback."""
+    if harness.wrk:
+        http_line = (f"HTTP: wrk ({harness.wrk}), one thread pinned to CPU {LOAD_CPU}, through `benchmarks/wrk/mcp.lua`, "
+                     f"request timeout {wrkload.TIMEOUT}; the workers rows use two wrk threads, unpinned.")
+    else:
+        http_line = ("HTTP: **Python fallback load generator — may be the bottleneck** (`benchmarks/httpload.py`; "
+                     "wrk was not found: install it, e.g. `apt-get install wrk`, for figures that bound the servers only).")
+    used = {run.get("driver") for runs in stdio["runs"].values() for run in runs}
+    if "python" not in used:
+        stdio_line = "stdio: the compiled driver `benchmarks/stdiodrive.c` (cold start, idle and long-run memory: `stdiobench.py`)."
+    else:
+        stdio_line = ("stdio: **Python fallback driver — may be the bottleneck** (`benchmarks/stdiobench.py`; "
+                      "no C compiler `cc` was found to build `benchmarks/stdiodrive.c`).")
+    return [f"Load generators — {http_line}", "", f"Load generators — {stdio_line}"]
+
+
+def header(harness: Harness, stdio: dict[str, Any], started: str, finished: str, loads: tuple[str, str]) -> list[str]:
+    args = harness.args
+    return [
         "# mcpcore benchmark results",
         "",
-        f"Generated by `python benchmarks/compare.py`, run started {started} "
-        f"({args.rounds} interleaved rounds, medians; HTTP: {args.connections} keep-alive connections, "
-        f"{args.duration:g} s per run after 1 s warm-up; server pinned to CPU {SERVER_CPU}, load generator to CPU {LOAD_CPU}).",
+        f"Generated by `python benchmarks/compare.py`, run from {started} to {finished}: {args.rounds} interleaved "
+        f"round{'s' * (args.rounds > 1)}; HTTP runs {args.duration} s each after a {args.warmup} s warm-up, a fresh server per slot; "
+        f"servers pinned to CPU {SERVER_CPU}, load generators to CPU {LOAD_CPU}.",
         "",
-        f"Machine: {info['cpu']}, {info['cores']} cores, Python {info['python']}, {info['os']}.",
-        "Versions: " + ", ".join(f"{name} {version}" for name, version in versions.items()) + ".",
+        *drivers(harness, stdio),
         "",
-        "## HTTP `tools/call` echo",
+        f"Load average (1, 5, 15 min, `/proc/loadavg`): {loads[0]} at the start, {loads[1]} at the end.",
         "",
-        "| server | req/s | x ceiling | x official SDK | p50 ms | p99 ms | p99 x ceiling | errors | load-gen CPU |",
-        "|---|---|---|---|---|---|---|---|---|",
+        f"Machine: {machine()}.",
+        f"Versions: {versions(args.uvloop)}.",
+        "",
+        "How to read: req/s and latencies are medians over the rounds. A ratio (`x ceiling`, `x official SDK`) is "
+        "taken within each round, between figures measured minutes apart at most, and shown as the median over "
+        "rounds with the lowest and highest round in brackets: `0.78 (0.74–0.81)`. The mcpcore sync and async "
+        "rows run `benchmarks/servers/mcpcore_bench.py` (50 tools), whose `echo` is a def (run on mcpcore's worker "
+        "pool) or an async def; the echo example row runs `examples/echo_server.py`.",
     ]
-    echo = http["echo"]
-    ceiling_label, sdk_label = "raw h11 + asyncio ceiling", "official SDK mcp 2.3.0"
-    ceiling_rps, sdk_rps = median(echo[ceiling_label], "rps"), median(echo[sdk_label], "rps")
-    ceiling_p99 = median(echo[ceiling_label], "p99_ms")
-    for label, runs in echo.items():
-        rps, p99 = median(runs, "rps"), median(runs, "p99_ms")
-        cpu_share = median(runs, "loadgen_cpu_s") / args.duration
-        lines.append(
-            f"| {label} | {rps:,.0f} | {rps / ceiling_rps:.2f} | {rps / sdk_rps:.2f} | {median(runs, 'p50_ms'):.1f} "
-            f"| {p99:.1f} | {p99 / ceiling_p99:.2f} | {sum(r['errors'] for r in runs)} | {cpu_share:.0%} |"
-        )
-    scenarios = http["scenarios"]
-    echo_rps = median(scenarios["tools/call echo (JSON)"], "rps")
-    json_rps = median(scenarios["progress3 without token (JSON)"], "rps")
-    lines += [
-        "",
-        "## HTTP scenarios on mcpcore (async bench server, 50 tools)",
-        "",
-        "| scenario | req/s | ratio | p99 ms | errors |",
-        "|---|---|---|---|---|",
-    ]
-    for name, runs in scenarios.items():
-        rps = median(runs, "rps")
-        base = json_rps if name.startswith("progress3 with") else echo_rps
-        ratio = f"{rps / base:.2f} x {'JSON progress3' if base is json_rps else 'echo'}"
-        lines.append(f"| {name} | {rps:,.0f} | {ratio} | {median(runs, 'p99_ms'):.1f} | {sum(r['errors'] for r in runs)} |")
-    one, two = median(http["workers"][1], "rps"), median(http["workers"][2], "rps")
-    lines += [
-        "",
-        "## HTTP workers (async echo; server and load generator unpinned on both cores)",
-        "",
-        "| workers | req/s | ratio |",
-        "|---|---|---|",
-        f"| 1 | {one:,.0f} | 1.00 |",
-        f"| 2 | {two:,.0f} | {two / one:.2f} |",
-        "",
-        "## stdio `tools/call` echo",
-        "",
-        "| server | lockstep req/s | pipelined req/s | cold start ms | idle RSS MiB |",
-        "|---|---|---|---|---|",
-    ]
-    for label, runs in stdio["runs"].items():
-        lines.append(
-            f"| {label} | {median(runs, 'lockstep_rps'):,.0f} | {median(runs, 'pipelined_rps'):,.0f} "
-            f"| {median(runs, 'cold_start_s') * 1000:.0f} | {median(runs, 'idle_rss_kib') / 1024:.1f} |"
-        )
-    lines += ["", "## stdio memory over a long run", "", "| server | RSS after 10,000 MiB | RSS after "
-              f"{args.leak_total:,} MiB | growth MiB |", "|---|---|---|---|"]
-    for label, result in stdio["leak"].items():
-        first, total = result["rss_after_first_kib"] / 1024, result["rss_after_total_kib"] / 1024
-        lines.append(f"| {label} | {first:.1f} | {total:.1f} | {total - first:+.1f} |")
-    lines += ["", *targets(http, stdio, args)]
-    history = HERE / "HISTORY.md"
-    if history.exists():
-        lines += ["", history.read_text().strip()]
-    lines.append("")
-    return "\n".join(lines)
 
 
-def targets(http: dict[str, Any], stdio: dict[str, Any], args: argparse.Namespace) -> list[str]:
-    """The issue's targets, checked against this run."""
-    echo, runs = http["echo"], stdio["runs"]
-    ceiling, sdk = median(echo["raw h11 + asyncio ceiling"], "rps"), median(echo["official SDK mcp 2.3.0"], "rps")
-    ceiling_p99 = median(echo["raw h11 + asyncio ceiling"], "p99_ms")
-    sync, fast = "mcpcore (sync echo, worker thread)", "mcpcore (async echo)"
-    scenarios = http["scenarios"]
-    leak = stdio["leak"][sync]
-    rows = []
-    for label in (sync, fast):
-        rps, p99 = median(echo[label], "rps"), median(echo[label], "p99_ms")
-        rows += [
-            (f"HTTP echo >= 0.85x ceiling ({label})", f"{rps / ceiling:.2f}x", rps / ceiling >= 0.85),
-            (f"HTTP echo >= 5x official SDK ({label})", f"{rps / sdk:.2f}x", rps / sdk >= 5),
-            (f"HTTP p99 <= 2x ceiling's ({label})", f"{p99 / ceiling_p99:.2f}x", p99 / ceiling_p99 <= 2),
-        ]
-    listed = median(scenarios["tools/list, 50 tools"], "rps") / median(scenarios["tools/call echo (JSON)"], "rps")
-    sse = median(scenarios["progress3 with token (SSE, 3 events)"], "rps")
-    plain = median(scenarios["progress3 without token (JSON)"], "rps")
-    rows.append(("HTTP tools/list (50 tools) within 10% of echo", f"{listed:.2f}x", listed >= 0.9))
-    rows.append(("SSE call (3 progress events) costs <= 2x a JSON call", f"{plain / sse:.2f}x", plain / sse <= 2))
-    for label in (sync, fast):
-        lock, pipe = median(runs[label], "lockstep_rps"), median(runs[label], "pipelined_rps")
-        rows.append((f"stdio lockstep >= 15,000 req/s ({label})", f"{lock:,.0f}", lock >= 15000))
-        rows.append((f"stdio pipelined >= 25,000 req/s ({label})", f"{pipe:,.0f}", pipe >= 25000))
-    cold, idle = median(runs[sync], "cold_start_s") * 1000, median(runs[sync], "idle_rss_kib") / 1024
-    growth = (leak["rss_after_total_kib"] - leak["rss_after_first_kib"]) / 1024
-    rows += [
-        ("cold start to first stdio response <= 150 ms", f"{cold:.0f} ms", cold <= 150),
-        ("idle resident memory <= 25 MiB", f"{idle:.1f} MiB", idle <= 25),
-        (f"memory after {args.leak_total:,} requests within 5 MiB of after 10,000", f"{growth:+.1f} MiB", abs(growth) <= 5),
-    ]
-    lines = ["## Targets, checked against this run", "", "| target | measured | met |", "|---|---|---|"]
-    lines += [f"| {name} | {value} | {'yes' if ok else 'no'} |" for name, value, ok in rows]
+def headline(scale: dict[str, dict[int, list[Run]]]) -> list[str]:
+    """The HTTP echo table at the headline connection count."""
+    at = {label: slots.get(HEADLINE, []) for label, slots in scale.items()}
+    lines = [f"## HTTP `tools/call` echo, {HEADLINE} connections", "",
+             "| server | req/s | x ceiling | x official SDK | p50 ms | p99 ms | p99 x ceiling | errors |",
+             "|---|---|---|---|---|---|---|---|"]
+    for label, runs in at.items():
+        lines.append(
+            f"| {label} | {number(median(values(runs)))} | {spread(ratios(runs, at[CEILING]))} "
+            f"| {spread(ratios(runs, at.get(SDK, [])))} | {number(median(values(runs, 'p50_ms')), '{:.1f}')} "
+            f"| {number(median(values(runs, 'p99_ms')), '{:.1f}')} | {spread(ratios(runs, at[CEILING], 'p99_ms'))} "
+            f"| {errors(runs)} |")
     return lines
 
 
-def main() -> None:
+def _grid(title: str, labels: Sequence[str], connections: Sequence[int], cell: Callable[[str, int], str]) -> list[str]:
+    """A table with one row per server and one column per connection count."""
+    return [title, "", "| server | " + " | ".join(f"{c:,}" for c in connections) + " |",
+            "|---|" + "---|" * len(connections),
+            *(f"| {label} | " + " | ".join(cell(label, c) for c in connections) + " |" for label in labels)]
+
+
+def scale_tables(http: dict[str, Any], chart_name: str) -> list[str]:
+    """The scale curve: the chart, then req/s, ratio to the ceiling and p99 by connection count."""
+    slots = {**http["scale"], **http["workers"]}
+    connections = sorted({c for by_count in slots.values() for c in by_count})
+    ceiling = http["scale"][CEILING]
+    one, two = (http["workers"][label] for label in http["workers"])
+
+    def rate(label: str, c: int) -> str:
+        bad = errors(slots[label][c])
+        return number(median(values(slots[label][c]))) + (f" ({bad:,} errors)" if bad else "")
+
+    return [
+        "## HTTP scale curve: `tools/call` echo by keep-alive connections", "",
+        f"![req/s by connections, one line per server]({chart_name})", "",
+        "A slot where a server failed (did not start, refused, timed out) shows its errors here and its reason "
+        "under Failed slots.", "",
+        *_grid("### req/s", list(slots), connections, rate), "",
+        *_grid("### x ceiling (same round)", [label for label in http["scale"] if label != CEILING], connections,
+               lambda label, c: spread(ratios(slots[label][c], ceiling[c]))), "",
+        *_grid("### p99 latency, ms", list(slots), connections,
+               lambda label, c: number(median(values(slots[label][c], "p99_ms")), "{:.1f}")), "",
+        *_grid("### mcpcore async echo: 2 workers over 1 (same round; unpinned, two wrk threads)", ["2 / 1"],
+               connections, lambda label, c: spread(ratios(two[c], one[c]))),
+    ]
+
+
+def scenario_table(scenarios: dict[str, list[Run]]) -> list[str]:
+    echo, plain = scenarios["tools/call echo (JSON)"], scenarios["progress3 without token (JSON)"]
+    lines = [f"## HTTP scenarios on mcpcore (async bench server, 50 tools, {HEADLINE} connections)", "",
+             "| scenario | req/s | ratio (same round) | p99 ms | errors |", "|---|---|---|---|---|"]
+    for name, runs in scenarios.items():
+        sse = name.startswith("progress3 with")
+        base, base_name = (plain, "JSON progress3") if sse else (echo, "echo")
+        lines.append(f"| {name} | {number(median(values(runs)))} | {spread(ratios(runs, base))} x {base_name} "
+                     f"| {number(median(values(runs, 'p99_ms')), '{:.1f}')} | {errors(runs)} |")
+    return lines
+
+
+def stdio_tables(stdio: dict[str, Any], leak_total: int) -> list[str]:
+    runs = stdio["runs"]
+    ceiling = runs[STDIO_CEILING]
+    lines = ["## stdio `tools/call` echo", "",
+             "| server | lockstep req/s | lockstep x ceiling | pipelined req/s | pipelined x ceiling | cold start ms "
+             "| idle RSS MiB | errors |", "|---|---|---|---|---|---|---|---|"]
+    for label, rows in runs.items():
+        bad = sum(row.get("lockstep_errors", 0) + row.get("pipelined_errors", 0) + row.get("errors", 0) for row in rows)
+        cold_ms = median([seconds * 1000 for seconds in values(rows, "cold_start_s")])
+        idle_mib = median([kib / 1024 for kib in values(rows, "idle_rss_kib")])
+        lines.append(
+            f"| {label} | {number(median(values(rows, 'lockstep_rps')))} | {spread(ratios(rows, ceiling, 'lockstep_rps'))} "
+            f"| {number(median(values(rows, 'pipelined_rps')))} | {spread(ratios(rows, ceiling, 'pipelined_rps'))} "
+            f"| {number(cold_ms)} | {number(idle_mib, '{:.1f}')} | {bad} |")
+    lines += ["", "## stdio memory over a long run", "",
+              f"| server | RSS after 10,000 MiB | RSS after {leak_total:,} MiB | growth MiB |", "|---|---|---|---|"]
+    for label, result in stdio["leak"].items():
+        if "failed" in result:
+            lines.append(f"| {label} | failed: {result['failed']} | | |")
+            continue
+        first, total = result["rss_after_first_kib"] / 1024, result["rss_after_total_kib"] / 1024
+        lines.append(f"| {label} | {first:.1f} | {total:.1f} | {total - first:+.1f} |")
+    return lines
+
+
+def instructions_table(figures: dict[str, int] | str | None) -> list[str]:
+    lines = ["## Instructions per request (callgrind)", ""]
+    if figures is None:
+        return lines + ["Not counted in this run: `python benchmarks/compare.py --instructions` adds this table "
+                        "(`benchmarks/instructions.py`, about 3 more minutes, needs valgrind)."]
+    if isinstance(figures, str):
+        return lines + [f"Not counted: {figures}."]
+    ceiling = figures.get("http-ceiling")
+    lines += ["A machine-independent figure: each hot path driven in-process over a fake socket or pipe, "
+              "`benchmarks/instructions.py` (no client, kernel or scheduler cost).", "",
+              "| path | instructions per request | x http-ceiling |", "|---|---|---|"]
+    for path, count in figures.items():
+        relative = f"{count / ceiling:.2f}" if ceiling and path.startswith("http") else ""
+        lines.append(f"| {path} | {count:,} | {relative} |")
+    return lines
+
+
+def failures(http: dict[str, Any], stdio: dict[str, Any]) -> list[str]:
+    """Every slot that produced no figure, with why, so a missing number is never silent."""
+    found = []
+    for group in ("scale", "workers"):
+        for label, slots in http[group].items():
+            found += [(f"HTTP {label}, {c:,} connections, round {i}", run["failed"])
+                      for c, runs in slots.items() for i, run in enumerate(runs, 1) if "failed" in run]
+    for name, runs in http["scenarios"].items():
+        found += [(f"HTTP scenario {name}, round {i}", run["failed"]) for i, run in enumerate(runs, 1) if "failed" in run]
+    for label, runs in stdio["runs"].items():
+        found += [(f"stdio {label}, round {i}", run["failed"]) for i, run in enumerate(runs, 1) if "failed" in run]
+    if not found:
+        return []
+    return ["## Failed slots", "", "| slot | why |", "|---|---|", *(f"| {slot} | {why} |" for slot, why in found), ""]
+
+
+Check = tuple[str, str, bool | None]
+
+
+def check(name: str, numbers: Sequence[float], passes: Callable[[float], bool], pattern: str = "{:.2f}x") -> Check:
+    """A target row: the spread over rounds, judged on the median (None when nothing was measured)."""
+    middle = median(numbers)
+    return name, spread(numbers, pattern), None if middle is None else passes(middle)
+
+
+def targets(http: dict[str, Any], stdio: dict[str, Any], leak_total: int) -> list[str]:
+    """The issue's targets, checked against this run."""
+    scale, scenarios, runs = http["scale"], http["scenarios"], stdio["runs"]
+
+    def at(label: str, connections: int = HEADLINE) -> list[Run]:
+        return scale.get(label, {}).get(connections, [])
+
+    leak = stdio["leak"].get(EXAMPLE, {})
+    growth = ([(leak["rss_after_total_kib"] - leak["rss_after_first_kib"]) / 1024]
+              if "rss_after_total_kib" in leak else [])
+    rows = [check(f"HTTP sync echo >= 0.9x async echo at {c:,} connections", ratios(at(SYNC, c), at(ASYNC, c)),
+                  lambda r: r >= 0.9) for c in (64, 256)]
+    rows += [
+        check("HTTP sync echo >= 0.7x async echo at 1 connection", ratios(at(SYNC, 1), at(ASYNC, 1)), lambda r: r >= 0.7),
+        check(f"HTTP async echo >= 0.85x ceiling at {HEADLINE} connections", ratios(at(ASYNC), at(CEILING)), lambda r: r >= 0.85),
+        check(f"HTTP async echo p99 <= 1.5x ceiling's at {HEADLINE} connections",
+              ratios(at(ASYNC), at(CEILING), "p99_ms"), lambda r: r <= 1.5),
+        check(f"HTTP async echo with the uvloop extra >= 0.9x ceiling at {HEADLINE} connections",
+              ratios(at(UVLOOP), at(CEILING)), lambda r: r >= 0.9),
+        *(check(f"HTTP {label} >= 5x official SDK at {HEADLINE} connections", ratios(at(label), at(SDK)), lambda r: r >= 5)
+          for label in (SYNC, ASYNC)),
+        check("HTTP tools/list (50 tools) within 10% of echo",
+              ratios(scenarios["tools/list, 50 tools"], scenarios["tools/call echo (JSON)"]), lambda r: r >= 0.9),
+        check("SSE call (3 progress events) costs <= 2x a JSON call", inverse(ratios(
+            scenarios["progress3 with token (SSE, 3 events)"], scenarios["progress3 without token (JSON)"])), lambda r: r <= 2),
+        check("stdio sync pipelined >= 40,000 req/s", values(runs[SYNC], "pipelined_rps"), lambda r: r >= 40000, "{:,.0f}"),
+        check("stdio sync lockstep >= 0.6x bare asyncio pipe echo",
+              ratios(runs[SYNC], runs[STDIO_CEILING], "lockstep_rps"), lambda r: r >= 0.6),
+        check("stdio async lockstep >= 0.85x bare asyncio pipe echo",
+              ratios(runs[ASYNC], runs[STDIO_CEILING], "lockstep_rps"), lambda r: r >= 0.85),
+        check("stdio async pipelined >= 75,000 req/s", values(runs[ASYNC], "pipelined_rps"), lambda r: r >= 75000, "{:,.0f}"),
+        check("cold start to first stdio response <= 150 ms (echo example)",
+              [s * 1000 for s in values(runs[EXAMPLE], "cold_start_s")], lambda ms: ms <= 150, "{:.0f} ms"),
+        check("idle resident memory <= 25 MiB (echo example)",
+              [kib / 1024 for kib in values(runs[EXAMPLE], "idle_rss_kib")], lambda mib: mib <= 25, "{:.1f} MiB"),
+        check(f"memory after {leak_total:,} requests within 5 MiB of after 10,000 (echo example)", growth,
+              lambda mib: abs(mib) <= 5, "{:+.1f} MiB"),
+    ]
+    verdict = {True: "yes", False: "no", None: "not measured"}
+    return ["## Targets, checked against this run", "", "Ratios are judged on their median over rounds.", "",
+            "| target | measured | met |", "|---|---|---|",
+            *(f"| {name} | {measured} | {verdict[ok]} |" for name, measured, ok in rows)]
+
+
+def chart(http: dict[str, Any], rounds: int) -> str:
+    """The scale curve as SVG: median req/s by connections, one line per server (workers included)."""
+    series = {label: [(float(c), statistics.median(values(runs))) for c, runs in slots.items() if values(runs)]
+              for label, slots in {**http["scale"], **http["workers"]}.items()}
+    return svgchart.line_chart(series, f"HTTP tools/call echo, median of {rounds} round{'s' * (rounds > 1)}",
+                               "keep-alive connections (log scale)", "requests per second")
+
+
+def report(harness: Harness, results: dict[str, Any], chart_name: str) -> str:
+    http, stdio = results["http"], results["stdio"]
+    sections = [
+        header(harness, stdio, results["started"], results["finished"], results["load_average"]),
+        headline(http["scale"]), scale_tables(http, chart_name), scenario_table(http["scenarios"]),
+        stdio_tables(stdio, harness.args.leak_total), instructions_table(results.get("instructions")),
+        targets(http, stdio, harness.args.leak_total),
+    ]
+    lines = [line for section in sections for line in (*section, "")]
+    lines += failures(http, stdio)
+    history = HERE / "HISTORY.md"
+    if history.exists():
+        lines += [history.read_text().strip(), ""]
+    return "\n".join(lines)
+
+
+def raise_open_file_limit() -> None:
+    """1,000 connections need more descriptors than the common soft limit (1,024) leaves wrk and the servers."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 65536 if hard == resource.RLIM_INFINITY else hard
+    if soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+
+
+def connection_list(text: str) -> tuple[int, ...]:
+    return tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
+
+
+def options() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--duration", type=float, default=5.0)
-    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--duration", type=int, default=5, help="seconds per HTTP run (whole seconds, as wrk takes them)")
+    parser.add_argument("--warmup", type=int, default=1, help="seconds of load before each HTTP run, not counted")
+    parser.add_argument("--connections", type=connection_list, default=CONNECTIONS,
+                        help=f"comma-separated connection counts of the scale curve ({','.join(map(str, CONNECTIONS))})")
     parser.add_argument("--stdio-requests", type=int, default=20000)
     parser.add_argument("--leak-total", type=int, default=200000)
     parser.add_argument("--no-uvloop", dest="uvloop", action="store_false")
-    parser.add_argument("--output", default=str(HERE / "RESULTS.md"))
-    parser.add_argument("--raw", default=str(HERE / ".venvs" / "results.json"), help="where to keep the raw numbers")
-    args = parser.parse_args()
-    started = time.strftime("%Y-%m-%d %H:%M")
-    http = run_http(args)
-    stdio = run_stdio(args)
-    Path(args.raw).write_text(json.dumps({"started": started, "http": http, "stdio": stdio}, indent=1))
-    Path(args.output).write_text(report(http, stdio, args, started))
-    print(f"wrote {args.output}", file=sys.stderr)
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count instructions per request under callgrind (about 3 more minutes; needs valgrind)")
+    parser.add_argument("--output", default=str(HERE / "RESULTS.md"), help="the report; scale.svg is written beside it")
+    parser.add_argument("--raw", default=str(VENVS / "results.json"), help="where to keep the raw numbers")
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = options()
+    raise_open_file_limit()
+    for name in PEERS if args.uvloop else (name for name in PEERS if name != "mcpcore-uvloop"):
+        venv_python(name)  # set up before the first measurement, not during one
+    harness = Harness(args, wrkload.version())
+    started, load_at_start = time.strftime("%Y-%m-%d %H:%M"), load_average()
+    results: dict[str, Any] = {"http": run_http(harness), "stdio": run_stdio(args)}
+    if args.instructions:
+        results["instructions"] = run_instructions()
+    results.update(started=started, finished=time.strftime("%Y-%m-%d %H:%M"), load_average=(load_at_start, load_average()),
+                   wrk=harness.wrk)
+    output = Path(args.output)
+    Path(args.raw).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.raw).write_text(json.dumps(results, indent=1))
+    (output.parent / "scale.svg").write_text(chart(results["http"], args.rounds))
+    output.write_text(report(harness, results, "scale.svg"))
+    progress(f"wrote {output} and {output.parent / 'scale.svg'}")
 
 
 if __name__ == "__main__":

@@ -48,6 +48,12 @@ def mcp_request(method: str, params: dict[str, Any], request_id: int = 1,
     return body, headers
 
 
+def build_request(method: str, tool: str = "echo", arguments: str = "{}", meta: str = "{}") -> tuple[bytes, dict[str, str]]:
+    """`mcp_request` from command-line spellings: arguments and extra _meta members as JSON objects."""
+    params: dict[str, Any] = {"name": tool, "arguments": json.loads(arguments)} if method == "tools/call" else {}
+    return mcp_request(method, params, meta=json.loads(meta))
+
+
 def encode_http(host: str, path: str, body: bytes, headers: dict[str, str]) -> bytes:
     lines = [f"POST {path} HTTP/1.1", f"Host: {host}", f"Content-Length: {len(body)}"]
     lines += [f"{name}: {value}" for name, value in headers.items()]
@@ -243,10 +249,7 @@ def main() -> None:
     parser.add_argument("--arguments", default='{"text": "hello"}')
     parser.add_argument("--meta", default="{}", help="extra _meta JSON, e.g. a progressToken")
     args = parser.parse_args()
-    params: dict[str, Any] = {}
-    if args.method == "tools/call":
-        params = {"name": args.tool, "arguments": json.loads(args.arguments)}
-    body, headers = mcp_request(args.method, params, meta=json.loads(args.meta))
+    body, headers = build_request(args.method, args.tool, args.arguments, args.meta)
     result = load(args.url, body, headers, args.connections, args.requests, args.duration, args.warmup, args.processes)
     result["max_rss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     result["pid"] = os.getpid()

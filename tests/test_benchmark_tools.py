@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import shutil
 import subprocess
 import sys
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
 
 import anyio
 import pytest
@@ -15,8 +20,14 @@ from mcpcore.cli import load_target
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import compare  # noqa: E402
 import httpload  # noqa: E402
 import stdiobench  # noqa: E402
+import svgchart  # noqa: E402
+import wrkload  # noqa: E402
+
+SAMPLES = ROOT / "tests" / "samples"  # wrk reports captured from real runs against this project's servers
+SVG = "{http://www.w3.org/2000/svg}"
 
 
 def test_parse_response_with_content_length_returns_the_body_and_bytes_used() -> None:
@@ -101,10 +112,214 @@ async def test_http_load_generator_counts_every_answer_of_a_real_server() -> Non
     assert 0 < summary["p50_ms"] <= summary["p99_ms"] <= summary["max_ms"]
 
 
-def test_stdio_driver_measures_a_real_server() -> None:
-    command = [sys.executable, str(ROOT / "benchmarks" / "stdiobench.py"), "--requests", "300", "--cold-runs", "1",
-               "--", sys.executable, "-m", "mcpcore", "run", str(ROOT / "examples" / "echo_server.py")]
+def test_stdio_python_driver_measures_a_real_server() -> None:
+    command = [sys.executable, str(ROOT / "benchmarks" / "stdiobench.py"), "--driver", "python", "--requests", "300",
+               "--cold-runs", "1", "--", sys.executable, "-m", "mcpcore", "run", str(ROOT / "examples" / "echo_server.py")]
     report = json.loads(subprocess.run(command, capture_output=True, text=True, check=True, timeout=120).stdout)
+    assert report["driver"] == "python"
     assert report["lockstep_errors"] == 0 and report["pipelined_errors"] == 0
     assert report["lockstep_rps"] > 0 and report["pipelined_rps"] > 0
     assert report["idle_rss_kib"] > 1000 and report["cold_start_s"] > 0
+
+
+# wrk's report, parsed
+
+
+def wrk_sample(name: str) -> dict:
+    return wrkload.parse((SAMPLES / name).read_text())
+
+
+def test_wrk_report_gives_rate_count_and_percentiles_in_milliseconds() -> None:
+    figures = wrk_sample("wrk-ceiling-1-connection.txt")
+    assert figures["rps"] == 6458.08 and figures["requests"] == 12947 and figures["seconds"] == 2.0
+    assert figures["p50_ms"] == pytest.approx(0.114) and figures["p99_ms"] == pytest.approx(41.03)
+    assert figures["errors"] == 0 and figures["non_2xx"] == 0
+    assert figures["socket_errors"] == {"connect": 0, "read": 0, "write": 0, "timeout": 0}
+
+
+def test_wrk_report_of_an_sse_run_reads_like_any_other() -> None:
+    figures = wrk_sample("wrk-sse-progress3.txt")
+    assert figures["rps"] == 2462.62 and figures["requests"] == 5023
+    assert figures["p50_ms"] == pytest.approx(17.56) and figures["p99_ms"] == pytest.approx(186.22)
+    assert figures["errors"] == 0
+
+
+def test_wrk_report_in_seconds_with_trailing_blanks_still_gives_percentiles() -> None:
+    figures = wrk_sample("wrk-sdk-1000-connections.txt")  # the official SDK at 1,000 connections
+    assert figures["p50_ms"] == pytest.approx(1170.0) and figures["p99_ms"] == pytest.approx(1810.0)
+    assert figures["rps"] == 595.78 and figures["requests"] == 1236 and figures["seconds"] == 2.07
+
+
+def test_wrk_non_2xx_answers_and_socket_errors_count_as_errors() -> None:
+    refused = wrk_sample("wrk-non-2xx.txt")  # 100 connections against --max-connections 20: 503s
+    assert refused["non_2xx"] == 1696 and refused["errors"] == 1696 and refused["requests"] == 2250
+    killed = wrk_sample("wrk-socket-errors.txt")  # the server killed a second into the run
+    assert killed["socket_errors"] == {"connect": 0, "read": 63, "write": 40570, "timeout": 0}
+    assert killed["errors"] == 63 + 40570 and killed["non_2xx"] == 0
+
+
+def test_wrk_durations_convert_every_unit_and_garbage_is_refused() -> None:
+    assert [wrkload.milliseconds(t) for t in ("250.00us", "1.50ms", "2.00s", "1.00m")] == [0.25, 1.5, 2000.0, 60000.0]
+    with pytest.raises(ValueError):
+        wrkload.milliseconds("fast")
+    with pytest.raises(ValueError):
+        wrkload.parse("unable to connect to 127.0.0.1:1 Connection refused\n")
+    without_latency = (SAMPLES / "wrk-sse-progress3.txt").read_text().replace("99%", "98%")
+    with pytest.raises(ValueError, match="latency distribution"):
+        wrkload.parse(without_latency)
+
+
+def test_wrk_command_pins_one_thread_per_connection_at_most_and_passes_the_script_arguments() -> None:
+    command = wrkload.command("http://h/mcp", 1, 5, ["progress3", "{}", '"progressToken":"p"'], threads=2)
+    assert command[:5] == ["wrk", "-t1", "-c1", "-d5s", f"--timeout={wrkload.TIMEOUT}"]
+    assert "--latency" in command and command[command.index("-s") + 1] == str(wrkload.SCRIPT)
+    assert command[-5:] == ["http://h/mcp", "--", "progress3", "{}", '"progressToken":"p"']
+
+
+@pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed")
+@pytest.mark.anyio
+async def test_wrk_script_sends_calls_lists_and_sse_calls_a_real_server_answers() -> None:
+    os.environ.pop("MCPCORE_BENCH_ASYNC", None)
+    server = load_target(str(ROOT / "benchmarks" / "servers" / "mcpcore_bench.py"))
+    async with running(server) as http:
+        url = f"http://127.0.0.1:{http.port}/mcp"
+        for script_args in (["echo", '{"text":"hello"}'], ["tools/list"], ["progress3", "{}", '"progressToken":"p"']):
+            with anyio.fail_after(30):
+                done = await anyio.run_process(wrkload.command(url, 2, 1, script_args))
+            figures = wrkload.parse(done.stdout.decode())
+            assert figures["requests"] > 0 and figures["errors"] == 0, script_args
+
+
+# per-round ratios and their spread
+
+
+def test_ratios_pair_rounds_and_drop_the_rounds_where_either_side_failed() -> None:
+    runs = [{"rps": 80.0}, compare.failed("did not start"), {"rps": 90.0}, {"rps": 70.0}]
+    ceiling = [{"rps": 100.0}, {"rps": 100.0}, {"rps": 0.0}, {"rps": 140.0}]
+    assert compare.ratios(runs, ceiling) == [0.8, 0.5]
+    assert compare.ratios([{"p99_ms": 3.0}], [{"p99_ms": 2.0}], "p99_ms") == [1.5]
+    assert compare.values(runs) == [80.0, 90.0, 70.0]
+
+
+def test_spread_is_the_median_then_the_lowest_and_highest_round() -> None:
+    assert compare.spread([0.81, 0.74, 0.78]) == "0.78 (0.74–0.81)"
+    assert compare.spread([0.5]) == "0.50"
+    assert compare.spread([]) == "—"
+    assert compare.spread([40000.0, 52000.0], "{:,.0f}") == "46,000 (40,000–52,000)"
+
+
+def test_a_target_is_judged_on_the_median_and_unmeasured_when_nothing_was() -> None:
+    assert compare.check("t", [0.8, 0.95, 0.92], lambda r: r >= 0.9) == ("t", "0.92x (0.80x–0.95x)", True)
+    assert compare.check("t", [], lambda r: r >= 0.9)[2] is None
+
+
+def test_failures_keep_only_the_last_line_of_a_traceback() -> None:
+    assert compare.failed("Traceback …\n  File x\nRuntimeError: no port\n") == {"failed": "RuntimeError: no port", "errors": 1}
+
+
+def fake_results(connections: tuple[int, ...]) -> dict:
+    """A whole run's results with made-up figures, shaped as compare.py keeps them."""
+    def http_run(rps: float) -> dict:
+        return {"rps": rps, "p50_ms": 1000 / rps, "p99_ms": 3000 / rps, "errors": 0}
+
+    def stdio_run(rate: float) -> dict:
+        return {"lockstep_rps": rate, "pipelined_rps": rate * 5, "lockstep_errors": 0, "pipelined_errors": 0,
+                "cold_start_s": 0.12, "idle_rss_kib": 24000, "driver": "compiled"}
+
+    http_labels = [s.label for s in compare.http_servers(uvloop=True)]
+    worker_labels = [s.label for s in compare.worker_servers()]
+    stdio_labels = [s.label for s in compare.stdio_servers(uvloop=True)]
+    return {
+        "http": {
+            "scale": {label: {c: [http_run(1000.0 * (i + 1)), http_run(1100.0 * (i + 1))] for c in connections}
+                      for i, label in enumerate(http_labels)},
+            "workers": {label: {c: [http_run(500.0 * (i + 1))] * 2 for c in connections} for i, label in enumerate(worker_labels)},
+            "scenarios": {name: [http_run(900.0), compare.failed("probe answered 500")] for name in compare.SCENARIOS},
+        },
+        "stdio": {
+            "runs": {label: [stdio_run(10000.0 + i), stdio_run(11000.0 + i)] for i, label in enumerate(stdio_labels)},
+            "leak": {label: {"rss_after_first_kib": 25000, "rss_after_total_kib": 25600} for label in stdio_labels
+                     if label.startswith("mcpcore")},
+        },
+        "started": "2026-12-01 10:00", "finished": "2026-12-01 10:30", "load_average": ("0.10 0.20 0.30", "1.00 0.50 0.40"),
+    }
+
+
+def test_the_report_carries_generators_load_spreads_targets_and_failures(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(compare, "versions", lambda uvloop: "mcpcore 0.1.0")  # no venvs needed
+    args = argparse.Namespace(rounds=2, duration=5, warmup=1, uvloop=True, leak_total=200000)
+    text = compare.report(compare.Harness(args, None), fake_results((1, 64)), "scale.svg")
+    assert "Python fallback load generator — may be the bottleneck" in text
+    assert "the compiled driver `benchmarks/stdiodrive.c`" in text
+    assert "0.10 0.20 0.30 at the start, 1.00 0.50 0.40 at the end" in text
+    assert "![req/s by connections, one line per server](scale.svg)" in text
+    assert "| mcpcore (sync echo) | 2,100 | 2.00 (2.00–2.00) |" in text  # 2,000 and 2,200 over 1,000 and 1,100
+    assert "| HTTP sync echo >= 0.9x async echo at 256 connections | — | not measured |" in text
+    assert "| HTTP scenario tools/list, 50 tools, round 2 | probe answered 500 |" in text
+    assert "| stdio async pipelined >= 75,000 req/s |" in text and "--instructions" in text
+    counted = {**fake_results((64,)), "instructions": {"http-echo": 50000, "stdio-echo": 40000, "http-ceiling": 25000}}
+    wrk_text = compare.report(compare.Harness(args, "wrk 4.1.0"), counted, "scale.svg")
+    assert "HTTP: wrk (wrk 4.1.0), one thread pinned to CPU 1" in wrk_text and "fallback load generator" not in wrk_text
+    assert "| http-echo | 50,000 | 2.00 |" in wrk_text and "| stdio-echo | 40,000 |  |" in wrk_text
+
+
+# the scale chart
+
+
+def test_scale_chart_is_well_formed_svg_with_one_polyline_and_legend_entry_per_server() -> None:
+    series = {"ceiling": [(1.0, 4000.0), (16.0, 8000.0), (1000.0, 7000.0)], "mcpcore <async>": [(1.0, 3000.0), (1000.0, 6000.0)],
+              "peer & co": [(16.0, 900.0)]}
+    root = ElementTree.fromstring(svgchart.line_chart(series, "HTTP echo", "connections (log scale)", "req/s"))
+    lines = root.findall(f"{SVG}polyline")
+    assert root.tag == f"{SVG}svg" and len(lines) == 3
+    assert [line.find(f"{SVG}title").text for line in lines] == list(series)
+    texts = [element.text for element in root.iter(f"{SVG}text")]
+    assert {"ceiling", "mcpcore <async>", "peer & co", "connections (log scale)", "req/s", "HTTP echo"} <= set(texts)
+    assert {"1", "16", "1,000"} <= set(texts) and "10,000" in texts  # a tick per measured x; y up to a round number
+
+
+def test_scale_chart_x_axis_is_logarithmic_and_y_grows_upwards() -> None:
+    root = ElementTree.fromstring(svgchart.line_chart({"s": [(1.0, 0.0), (10.0, 50.0), (100.0, 100.0)]}, "t", "x", "y"))
+    points = [tuple(map(float, pair.split(","))) for pair in root.find(f"{SVG}polyline").get("points").split()]
+    (x1, y1), (x10, y10), (x100, y100) = points
+    assert x10 - x1 == pytest.approx(x100 - x10, abs=0.2) and x1 < x10 < x100
+    assert y1 > y10 > y100
+
+
+def test_nice_ceiling_rounds_up_to_one_two_or_five_times_a_power_of_ten() -> None:
+    assert [svgchart.nice_ceiling(v) for v in (0, 7, 8476, 12000, 50000)] == [1.0, 10, 10000, 20000, 50000]
+
+
+# the compiled stdio driver
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_stdiodrive_builds_and_counts_every_answer_of_a_real_server(tmp_path: Path) -> None:
+    binary = stdiobench.build_driver(tmp_path / "stdiodrive")
+    assert binary is not None and os.access(binary, os.X_OK)
+    built = binary.stat().st_mtime
+    assert stdiobench.build_driver(binary) == binary and binary.stat().st_mtime == built  # not rebuilt when current
+    server = [sys.executable, "-m", "mcpcore", "run", str(ROOT / "examples" / "echo_server.py")]
+    rates = stdiobench.compiled_rates(binary, server, None, 300)
+    assert rates["driver"] == "compiled" and rates["lockstep_errors"] == 0 and rates["pipelined_errors"] == 0
+    assert rates["lockstep_rps"] > 0 and rates["pipelined_rps"] > 0
+    done = subprocess.run([str(binary), "pipelined", "200", "1", "--", *server], input="lockstep 100 500\n",
+                          capture_output=True, text=True, check=True, timeout=120)
+    assert [json.loads(line)["answers"] for line in done.stdout.splitlines()] == [200, 100]
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_stdiodrive_counts_error_answers_and_missing_ones(tmp_path: Path) -> None:
+    binary = stdiobench.build_driver(tmp_path / "stdiodrive")
+    assert binary is not None
+    # Answers the first ten lines, every other one with an error, then closes its stdout and reads on.
+    server = ("import os, sys\n"
+              "for i, _ in enumerate(sys.stdin):\n"
+              "    if i < 10:\n"
+              "        os.write(1, b'{\"error\":{\"code\":1}}\\n' if i % 2 else b'{\"result\":{}}\\n')\n"
+              "    if i == 9:\n"
+              "        os.close(1)\n")
+    done = subprocess.run([str(binary), "pipelined", "20", "1", "--", sys.executable, "-c", server],
+                          capture_output=True, text=True, check=True, timeout=60)
+    figures = json.loads(done.stdout)
+    assert figures["answers"] == 10 and figures["errors"] == 5 + 10  # five error answers, ten never answered
