@@ -20,7 +20,6 @@ import functools
 import http.client
 import json
 import os
-import platform
 import resource
 import shutil
 import statistics
@@ -349,16 +348,6 @@ def load_average() -> str:
         return "unavailable"
 
 
-def machine() -> str:
-    model = "?"
-    try:
-        model = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                     if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.platform()}"
-
-
 def versions(uvloop: bool) -> str:
     core = venv_python("mcpcore")
     found = {name: version_of(core, name) for name in ("mcpcore", "anyio", "h11", "orjson")}
@@ -399,7 +388,7 @@ def header(harness: Harness, stdio: dict[str, Any], started: str, finished: str,
         "",
         f"Load average (1, 5, 15 min, `/proc/loadavg`): {loads[0]} at the start, {loads[1]} at the end.",
         "",
-        f"Machine: {machine()}.",
+        f"Machine: {procs.machine()}.",
         f"Versions: {versions(args.uvloop)}.",
         "",
         "How to read: req/s and latencies are medians over the rounds. A ratio (`x ceiling`, `x official SDK`) is "

@@ -1,4 +1,4 @@
-"""Pinning, starting and stopping the processes a benchmark runs: one helper for every tool here.
+"""Pinning, starting and stopping the processes a benchmark runs, and naming the machine: one helper for every tool here.
 
 Standard library only.
 """
@@ -6,11 +6,13 @@ Standard library only.
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import socket
 import subprocess
 import time
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator, Sequence
 
 
@@ -71,3 +73,13 @@ def listening(command: Sequence[str], port: int, cpu: int | str | None = None, e
         yield process
     finally:
         stop(process)
+
+
+def machine() -> str:
+    model = "?"
+    try:
+        model = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                     if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.platform()}"

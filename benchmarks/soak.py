@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from compare import free_port, machine, pinned, stop
+from procs import free_port, machine, pinned, stop
 from httpload import drive, encode_http, is_error, mcp_request, parse_response
 from stdiobench import rss_kib
 
@@ -482,9 +482,8 @@ def main() -> None:
         problems = asyncio.run(soak(server, phases, wave_size, args))
     finally:
         server.close()
-    note = machine()
     placement = f"server on CPU {cpus[0]}, driver on CPU {cpus[1]}" if pin else "server and driver unpinned"
-    print(f"Machine: {note['cpu']}, {note['cores']} cores, Python {note['python']}, {note['os']}; {placement}.")
+    print(f"Machine: {machine()}; {placement}.")
     print(table(phases))
     if problems:
         print("FAIL: " + "; ".join(problems))
