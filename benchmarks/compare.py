@@ -588,9 +588,10 @@ def report(harness: Harness, results: dict[str, Any], chart_name: str) -> str:
     ]
     lines = [line for section in sections for line in (*section, "")]
     lines += failures(http, stdio)
-    history = HERE / "HISTORY.md"
-    if history.exists():
-        lines += [history.read_text().strip(), ""]
+    for kept in ("ROBUSTNESS.md", "HISTORY.md"):  # the soak and fuzz figures, then the history: not made here
+        path = HERE / kept
+        if path.exists():
+            lines += [path.read_text().strip(), ""]
     return "\n".join(lines)
 
 
