@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 
 import anyio
 import orjson
@@ -327,3 +329,28 @@ async def test_a_notification_or_response_nested_past_the_bound_gets_no_answer()
         await client.send_raw(f'{{"jsonrpc":"2.0","id":"stray","result":{{"x":{deep}}}}}\n'.encode())
         await client.call("tools/list", 1)
     assert [m.get("id") for m in client.received] == [1]  # nothing was written for the two deep messages
+
+
+def test_closing_stdin_while_answers_wait_unread_ends_the_process_cleanly() -> None:
+    """Reading pauses while stdout is full, so EOF itself cannot be read: the hang-up is seen instead."""
+    line = orjson.dumps(request("tools/list", 1))
+    process = subprocess.Popen(SERVE_ECHO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    try:
+        assert process.stdin is not None and process.stderr is not None
+        fd = process.stdin.fileno()
+        os.set_blocking(fd, False)
+        sent, stalled = 0, 0
+        while stalled < 20 and sent < 100_000:  # until the server has stopped reading for a second
+            try:
+                os.write(fd, line.replace(b'"id":1', b'"id":%d' % (sent + 1)) + b"\n")
+                sent, stalled = sent + 1, 0
+            except BlockingIOError:
+                stalled += 1
+                time.sleep(0.05)
+        assert sent < 100_000  # its answers fill the unread stdout, so it stopped reading
+        process.stdin.close()
+        assert process.wait(60) == 0
+        assert "stdin closed while our answers wait unread" in process.stderr.read().decode()
+    finally:
+        process.kill()
+        process.wait()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import select
 import selectors
 import stat
 import sys
@@ -75,6 +76,18 @@ def _can_poll(fd: int) -> bool:
         return True
     except (OSError, ValueError):
         return False
+
+
+def hung_up(fd: int) -> bool:
+    """Whether the writer of pipe `fd` has closed it, even with unread bytes still in it (POLLHUP)."""
+    if not hasattr(select, "poll"):  # no poll(): EOF is seen once the bytes before it are read
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)  # POLLHUP is reported whatever was asked for
+    return any(events & select.POLLHUP for _, events in poller.poll(0))
+
+
+HANGUP_POLL_SECONDS = 0.25  # how often a paused reader looks for the client's hang-up
 
 
 def pollable(fd: int, reading: bool, force_bridge: bool = False) -> tuple[int, threading.Thread | None]:
@@ -172,6 +185,8 @@ class StdioSession:
         self._output: asyncio.WriteTransport | None = None
         self._out = _Output(self._read_more)
         self._ended = anyio.Event()
+        self._read_fd: int | None = None  # the fd the loop reads (stdin, or the bridge's pipe)
+        self._watcher: asyncio.Task[None] | None = None  # looks for a hang-up while reading is paused
 
     # -- lifecycle ------------------------------------------------------
 
@@ -194,6 +209,7 @@ class StdioSession:
         force = os.environ.get(FORCE_BRIDGE_ENV) == "1"
         (in_fd, _), (out_fd, out_bridge) = pollable(self.in_fd, True, force), pollable(self.out_fd, False, force)
         blocking = (os.get_blocking(in_fd), os.get_blocking(out_fd))
+        self._read_fd = in_fd
         in_file = os.fdopen(in_fd, "rb", buffering=0, closefd=in_fd != self.in_fd)
         out_file = os.fdopen(out_fd, "wb", buffering=0, closefd=out_fd != self.out_fd)
         try:
@@ -207,6 +223,8 @@ class StdioSession:
                 self.session.close()
             await self._flush()
         finally:
+            if self._watcher is not None:
+                self._watcher.cancel()
             for transport in (self._input, self._output):
                 if transport is not None:
                     transport.close()
@@ -251,6 +269,24 @@ class StdioSession:
         self._lines(chunk)
         if self._out._drained is not None and self._input is not None:
             self._input.pause_reading()
+            self._watch_for_hangup()
+
+    def _watch_for_hangup(self) -> None:
+        """Reading waits for our unread answers, so EOF would go unseen: look for the client's
+        hang-up meanwhile, and take it as the end of input (the lines still unread are dropped)."""
+        if self._watcher is None and self._read_fd is not None:
+            self._watcher = asyncio.get_running_loop().create_task(self._watch(self._read_fd))
+
+    async def _watch(self, fd: int) -> None:
+        try:
+            while self._out._drained is not None and not self._ended.is_set():
+                if hung_up(fd):
+                    log.info("stdin closed while our answers wait unread: ending the session")
+                    self.end_of_input()
+                    return
+                await anyio.sleep(HANGUP_POLL_SECONDS)
+        finally:
+            self._watcher = None
 
     def _lines(self, chunk: bytes) -> None:
         start = 0
