@@ -34,8 +34,11 @@ PATHS = {  # name → (transport, echo flavour or method)
     "http-echo": ("http", "async"),
     "http-sync-echo": ("http", "sync"),
     "http-tools-list": ("http", "list"),
+    "http-echo-middleware": ("http", "middleware"),  # async echo behind one pass-through middleware
+    "http-echo-jwt": ("http", "jwt"),  # async echo with a JWT verified on every request (key set held)
     "http-ceiling": ("ceiling", "async"),  # h11 on a bare asyncio protocol: what an HTTP request costs at least
 }
+RESOURCE = "http://127.0.0.1:8000/mcp"
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
 
 
@@ -77,12 +80,42 @@ def request_body(flavour: str) -> bytes:
     return json.dumps(message, separators=(",", ":")).encode()
 
 
+async def passing(call: Any, call_next: Callable[[Any], Any]) -> bytes:
+    """The cheapest middleware: what the middleware machinery itself costs."""
+    return await call_next(call)
+
+
+def authorized(server: Any) -> bytes:
+    """Guard `server` with a JWT verifier holding one RSA key; the Authorization header line to send."""
+    import time
+
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from mcpcore.auth import Auth
+    from mcpcore.oauth import JwtVerifier
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwk = {**json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key())), "kid": "k1", "alg": "RS256"}
+    issuer = "https://auth.example.com"
+    server.auth = Auth(JwtVerifier(issuer, RESOURCE, jwks={"keys": [jwk]}), RESOURCE, (issuer,))
+    claims = {"iss": issuer, "sub": "bench", "aud": RESOURCE, "exp": time.time() + 86400, "scope": "mcp"}
+    token = jwt.encode(claims, key, algorithm="RS256", headers={"kid": "k1"})
+    return f"Authorization: Bearer {token}\r\n".encode()
+
+
 async def drive(transport: str, flavour: str, count: int) -> None:
     """Serve `count` requests one after another through the transport's protocol object."""
     os.environ["MCPCORE_BENCH_ASYNC"] = "0" if flavour == "sync" else "1"
     sys.path.insert(0, str(HERE / "servers"))
     from ceiling_http import Ceiling  # type: ignore[import-not-found]
     from mcpcore_bench import server  # type: ignore[import-not-found]
+
+    extra = b""
+    if flavour == "middleware":
+        server.middleware = (passing,)
+    elif flavour == "jwt":
+        extra = authorized(server)
 
     loop = asyncio.get_running_loop()
     answered: list[asyncio.Future[None]] = []
@@ -97,18 +130,14 @@ async def drive(transport: str, flavour: str, count: int) -> None:
     if transport in ("http", "ceiling"):
         from mcpcore.transports.http import HttpConfig, HttpServer, _Connection
 
-        http = HttpServer(server, HttpConfig(port=8000))
-        connection = _Connection(http)
-        connection.connection_made(FakeTransport(sink))
         method = b"tools/list" if flavour == "list" else b"tools/call"
         name = b"" if flavour == "list" else b"Mcp-Name: echo\r\n"
         chunk = (b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:8000\r\nContent-Type: application/json\r\n"
                  b"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n"
-                 b"Mcp-Method: " + method + b"\r\n" + name + b"Content-Length: " + str(len(body)).encode()
+                 b"Mcp-Method: " + method + b"\r\n" + name + extra + b"Content-Length: " + str(len(body)).encode()
                  + b"\r\n\r\n" + body)
-        if transport == "ceiling":
-            connection = Ceiling()
-            connection.connection_made(FakeTransport(sink))
+        connection = Ceiling() if transport == "ceiling" else _Connection(HttpServer(server, HttpConfig(port=8000)))
+        connection.connection_made(FakeTransport(sink))
         feed = connection.data_received
     else:
         from mcpcore.transports.stdio import StdioSession
@@ -127,6 +156,12 @@ async def drive(transport: str, flavour: str, count: int) -> None:
         written.clear()
 
 
+def runnable(python: str) -> list[str]:
+    """Every path, less the JWT one where PyJWT (the `[jwt]` extra) is not installed."""
+    has_jwt = subprocess.run([python, "-c", "import jwt, cryptography"], capture_output=True).returncode == 0
+    return [path for path in PATHS if has_jwt or PATHS[path][1] != "jwt"]
+
+
 def collected(path: str, count: int, python: str) -> int:
     """Instructions callgrind counts for one whole run of `path` with `count` requests."""
     command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
@@ -140,7 +175,7 @@ def collected(path: str, count: int, python: str) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--paths", default=",".join(PATHS))
+    parser.add_argument("--paths", help="comma-separated (default: every path the interpreter can run)")
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--warm", type=int, default=300)
     parser.add_argument("--python", default=sys.executable)
@@ -156,7 +191,7 @@ def main() -> None:
     if shutil.which("valgrind") is None:
         raise SystemExit("instructions: valgrind is not installed (apt-get install -y valgrind)")
     figures: dict[str, int] = {}
-    for path in args.paths.split(","):
+    for path in args.paths.split(",") if args.paths else runnable(args.python):
         low, high = collected(path, args.warm, args.python), collected(path, args.warm + args.calls, args.python)
         figures[path] = round((high - low) / args.calls)
         print(f"{path:18} {figures[path]:>10,} instructions per request", flush=True)

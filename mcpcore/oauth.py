@@ -79,7 +79,8 @@ class JwtVerifier:
 
     The key set comes from `jwks_url`, or from the issuer's RFC 8414 / OpenID
     metadata; it is refreshed every `cache_seconds`, and at most once a minute when a
-    token names a key it does not hold (a key rotation).
+    token names a key it does not hold (a key rotation). `jwks=` gives a fixed key set
+    (a JWKS document) instead, never fetched.
     """
 
     def __init__(
@@ -88,6 +89,7 @@ class JwtVerifier:
         audience: str,
         *,
         jwks_url: str | None = None,
+        jwks: Mapping[str, Any] | None = None,
         algorithms: Iterable[str] = ("RS256", "ES256", "PS256", "EdDSA"),
         cache_seconds: float = 300.0,
         leeway: float = 30.0,
@@ -104,7 +106,20 @@ class JwtVerifier:
         self._jwks_url = jwks_url
         self._keys: dict[str, Any] = {}
         self._fetched_at = float("-inf")
+        self._fixed = jwks is not None
+        if jwks is not None:
+            self._keys = self._load(jwks)
         self._lock = anyio.Lock()
+
+    def _load(self, document: Any) -> dict[str, Any]:
+        """The usable keys of a JWKS document, by key id."""
+        keys = {}
+        for entry in document.get("keys", []) if isinstance(document, Mapping) else []:
+            try:
+                keys[entry.get("kid", "")] = self._jwt.PyJWK(entry).key
+            except Exception:  # a key of a type or algorithm we cannot use: skip it
+                log.debug("skipped a key of %s: %r", self._jwks_url or "the given key set", entry.get("kid"))
+        return keys
 
     async def _discover(self) -> str:
         base = self.issuer.rstrip("/")
@@ -122,20 +137,15 @@ class JwtVerifier:
         raise LookupError(f"no authorization server metadata with a jwks_uri for issuer {self.issuer}")
 
     async def _refresh(self, why_now: bool) -> None:
+        if self._fixed:
+            return
         async with self._lock:
             age = self._clock() - self._fetched_at
             if age < (60.0 if why_now else self.cache_seconds):
                 return  # fetched recently (perhaps by a concurrent caller)
             if self._jwks_url is None:
                 self._jwks_url = await self._discover()
-            document = await fetch_json(self._jwks_url)
-            keys = {}
-            for entry in document.get("keys", []) if isinstance(document, dict) else []:
-                try:
-                    keys[entry.get("kid", "")] = self._jwt.PyJWK(entry).key
-                except Exception:  # a key of a type or algorithm we cannot use: skip it
-                    log.debug("skipped a key of %s: %r", self._jwks_url, entry.get("kid"))
-            self._keys, self._fetched_at = keys, self._clock()
+            self._keys, self._fetched_at = self._load(await fetch_json(self._jwks_url)), self._clock()
 
     async def verify(self, token: str) -> AccessToken | None:
         jwt = self._jwt

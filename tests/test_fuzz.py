@@ -7,13 +7,12 @@ benchmarks/RESULTS.md; this one keeps the script and the invariants honest in CI
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from conftest import ROOT
+from process_group import run_in_own_group
 
 HTTP_INPUTS = 3000
 STDIO_INPUTS = 3000
@@ -25,18 +24,9 @@ def test_a_short_fuzz_run_over_http_and_stdio_breaks_no_invariant(tmp_path: Path
         sys.executable, str(ROOT / "tests" / "fuzz" / "fuzz.py"), "--http", str(HTTP_INPUTS), "--stdio", str(STDIO_INPUTS),
         "--stdio-stream", "1000", "--health-every", "1000", "--seed", "7", "--json", str(summary_file),
     ]
-    # A session of its own: the fuzz script and every server it starts go together, whatever happens.
-    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               start_new_session=True)
-    try:
-        output, _ = process.communicate(timeout=120)
-    finally:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        process.wait()
-    assert process.returncode == 0, output
+    done = run_in_own_group(command, cwd=ROOT, stderr=subprocess.STDOUT)  # the script and every server it starts
+    output = done.stdout
+    assert done.returncode == 0, output
     summary = json.loads(summary_file.read_text())
     assert summary["violations"] == {}, output
     assert summary["inputs"]["http"] >= HTTP_INPUTS and summary["inputs"]["stdio"] >= STDIO_INPUTS, output

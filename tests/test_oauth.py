@@ -172,3 +172,10 @@ def test_a_fetch_refuses_an_oversized_answer(issuer: AuthorizationServer, monkey
     monkeypatch.setattr(oauth, "MAX_RESPONSE_BYTES", 10)
     with pytest.raises(ValueError, match="more than 10 bytes"):
         oauth._fetch(issuer.issuer + "/jwks")
+
+
+async def test_a_fixed_key_set_is_used_without_fetching(issuer: AuthorizationServer) -> None:
+    verifier = JwtVerifier(issuer.issuer, RESOURCE, jwks={"keys": [issuer.jwk("k1")]})
+    assert (await verifier.verify(issuer.sign())) is not None
+    issuer.keys["k2"] = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    assert await verifier.verify(issuer.sign("k2")) is None and issuer.hits == {}

@@ -6,30 +6,19 @@ script's own verdict (exit status, table, verdict line) is checked, never timing
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 
 from conftest import ROOT
+from process_group import run_in_own_group
 
 SOAK = [sys.executable, str(ROOT / "benchmarks" / "soak.py"), "--settle", "0.3", "--sample-interval", "0.1",
         "--header-timeout", "0.5", "--max-connections", "60", "--concurrency", "4"]
 
 
 def run_soak(*options: str) -> subprocess.CompletedProcess[str]:
-    """Run the script in its own process group and kill the group afterwards, server included, whatever happened."""
-    process = subprocess.Popen([*SOAK, *options], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
-    try:
-        stdout, stderr = process.communicate(timeout=120)
-    finally:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        process.wait()
-    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+    """Run the script in its own process group, killed afterwards with its server whatever happened."""
+    return run_in_own_group([*SOAK, *options], stderr=subprocess.PIPE)
 
 
 def table_rows(stdout: str) -> dict[str, list[str]]:
