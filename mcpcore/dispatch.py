@@ -24,8 +24,6 @@ from .context import LOG_LEVELS, Context
 from .inputs import InputRequired, read_answers
 from .legacy import LegacyDispatcher
 from .logs import current_call
-from .metrics import Metrics
-from .middleware import chain
 from .protocol import INPUT_METHODS, NAME_FIELDS, REMOVED_METHODS, Route, method_route
 from .sealing import binding
 from .subscriptions import PROMPTS, RESOURCES, TOOLS
@@ -48,6 +46,7 @@ from .wire import (
 )
 
 if TYPE_CHECKING:
+    from .metrics import Metrics
     from .server import Server
 
 log = logging.getLogger(__name__)
@@ -140,6 +139,8 @@ class Dispatcher:
         try:
             try:
                 if server.middleware:
+                    from .middleware import chain  # loaded only by a server that has middleware
+
                     result = await chain(server.middleware, lambda current: dispatch(current, writer))(call)
                 else:
                     result = await dispatch(call, writer)

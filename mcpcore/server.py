@@ -9,17 +9,14 @@ what is offered reaches open subscriptions through the bus.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar, overload
 
 from .call import Call, Writer
-from .auth import Auth
 from .catalog import CacheHints, Catalog
 from .completions import Completions
 from .defaults import SYNC_MAX_THREADS
 from .dispatch import Dispatcher
 from .lifespan import Lifespan, LifespanFactory
-from .metrics import Metrics
-from .middleware import Middleware
 from .prompts import Prompt
 from .protocol import Route
 from .resources import Resource, ResourceTemplate
@@ -28,6 +25,11 @@ from .subscriptions import PROMPTS, RESOURCE, RESOURCES, TOOLS, Bus, Change, Loc
 from .threads import ThreadPool
 from .tools import Tool
 from .wire import META_SERVER_INFO
+
+if TYPE_CHECKING:  # imported only where used: a server without them does not load them
+    from .auth import Auth
+    from .metrics import Metrics
+    from .middleware import Middleware
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -82,7 +84,11 @@ class Server:
         self.threads = ThreadPool(max_threads)
         self.auth = auth  # HTTP requests need a bearer token it accepts (stdio is unauthenticated)
         self.middleware = tuple(middleware)  # around every call, the first one outermost (middleware.py)
-        self.metrics = Metrics() if metrics else None  # counted when on; the HTTP server serves /metrics
+        self.metrics: Metrics | None = None  # counted when on; the HTTP server serves /metrics
+        if metrics:
+            from .metrics import Metrics
+
+            self.metrics = Metrics()
         self.lifespan = Lifespan(self, lifespan)  # every transport serves inside `async with server.lifespan`
         self.dispatcher = Dispatcher(self)
 
