@@ -232,6 +232,7 @@ class Sent:
     valid: bool = False  # a well-formed call with conforming headers: owed a result (202 for a notification)
     required: bool = True  # owed an HTTP response
     initialize: bool = False
+    peak: list[int] | None = None  # an initialize's: the most sessions the server may have held while it was out
     coding: bool = False  # names a transfer coding other than chunked: RFC 9112 section 6.1 answers 501
 
 
@@ -258,10 +259,41 @@ class Sessions:
         self.deleting = 0  # DELETEs sent, not yet answered
         self.opening = 0  # initialize requests sent, not yet answered
         self.unknown = 0  # initialize requests whose answer was lost: the server may have opened their sessions
+        self._peaks: list[list[int]] = []  # one per initialize out: the most places taken meanwhile
 
-    def may_be_full(self) -> bool:
-        """Whether the server may hold `limit` sessions besides the initialize being answered."""
-        return self.live + self.unknown + self.opening - 1 >= self.limit
+    def _taken(self) -> int:
+        """Places the server may have taken: live sessions, lost answers, and initializes out (each holds one)."""
+        return self.live + self.unknown + self.opening
+
+    def _noted(self) -> None:
+        for peak in self._peaks:
+            peak[0] = max(peak[0], self._taken())
+
+    def opened(self, minted: bool) -> None:
+        """A session is live (or, `minted` False, may be: its answer was lost)."""
+        if minted:
+            self.live += 1
+        else:
+            self.unknown += 1
+        self._noted()
+
+    def begin(self) -> list[int]:
+        """An initialize goes out; what it may find is tracked until `end`."""
+        self.opening += 1
+        peak = [self._taken()]
+        self._peaks.append(peak)
+        self._noted()
+        return peak
+
+    def end(self, peak: list[int]) -> None:
+        self.opening -= 1
+        self._peaks = [other for other in self._peaks if other is not peak]  # by identity: peaks may be equal
+
+    @staticmethod
+    def may_be_full(peak: list[int], limit: int) -> bool:
+        """Whether, at some moment while this initialize was out, the server may have held `limit`
+        places besides its own (another initialize's place counts until that one is answered)."""
+        return peak[0] - 1 >= limit
 
     def surely_full(self) -> bool:
         return self.live - self.deleting >= self.limit
@@ -320,7 +352,7 @@ class HttpFuzz:
         status = reply.status
         self.report.statuses[status] += 1
         if status == 503:
-            if not (sent.initialize and self.sessions.may_be_full()):
+            if not (sent.initialize and sent.peak is not None and Sessions.may_be_full(sent.peak, self.sessions.limit)):
                 self.violation("status", f"503 to {sent.what} with {self.sessions.live} sessions open: {clip(reply.body)}")
         elif status == 501:
             if not sent.coding:
@@ -681,19 +713,20 @@ class HttpWorker:
         sessions = self.fuzz.sessions
         full = sessions.surely_full()
         body = gen.dumps(message)
-        sessions.opening += 1
+        peak = sessions.begin()
         try:
             reply = await self._exchange(await self._link(), gen.http_request(headers, body, host=self.host),
-                                         Sent(f"a valid initialize {version}", owed(body), valid=True, initialize=True))
+                                         Sent(f"a valid initialize {version}", owed(body), valid=True, initialize=True,
+                                              peak=peak))
         finally:
-            sessions.opening -= 1
+            sessions.end(peak)
         session_id = reply.headers.get("mcp-session-id") if reply is not None else None
         if reply is None:
-            sessions.unknown += 1
+            sessions.opened(minted=False)
             return None
         if session_id is None:
             return None
-        sessions.live += 1  # minted, as the header says, even if the stream was cut before the result
+        sessions.opened(minted=True)  # as the header says, even if the stream was cut before the result
         if not reply.responses or "result" not in reply.responses[0]:
             return None
         if full:
