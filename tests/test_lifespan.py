@@ -62,7 +62,7 @@ def recording_server(events: list[str]) -> Server:
     @server.tool
     async def slow(ctx: Context) -> str:
         events.append("slow started")
-        await anyio.sleep(0.3)
+        await anyio.sleep(1.0)  # long enough for the drain to be observed, short beside the grace period
         events.append("slow finished")
         return "slow"
 
@@ -162,7 +162,9 @@ async def test_readiness_turns_503_once_draining() -> None:
             while "slow started" not in events:
                 await anyio.sleep(0.01)
         http.stop()
-        await anyio.sleep(0.05)
+        with anyio.fail_after(10):
+            while not http.closing:  # the drain has begun
+                await anyio.sleep(0.01)
         await client.stream.send(f"Host: {client.host}\r\n\r\n".encode())
         reply = await client.read_reply()
         assert (await busy.read_reply()).status == 200
