@@ -25,6 +25,7 @@ class StdioClient:
         self.check = checker
         self._buffer = b""
         self.received: list[dict[str, Any]] = []
+        self._claimed: set[int] = set()  # responses already handed out by `response_to`
         self.methods: dict[Any, str] = {}
 
     async def send_raw(self, data: bytes) -> None:
@@ -48,9 +49,15 @@ class StdioClient:
         return message
 
     async def response_to(self, request_id: Any) -> dict[str, Any]:
+        """The response to `request_id`, whether it came already (answers may come in any order) or comes next."""
+        for message in self.received:
+            if message.get("id") == request_id and "method" not in message and id(message) not in self._claimed:
+                self._claimed.add(id(message))
+                return message
         while True:
             message = await self.read()
             if message.get("id") == request_id and "method" not in message:
+                self._claimed.add(id(message))
                 return message
 
     async def call(self, method: str, request_id: Any = 1, **params: Any) -> dict[str, Any]:
