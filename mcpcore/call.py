@@ -50,6 +50,12 @@ class Call:
     cancelled: bool = False  # set by `cancel()` only
     task: Cancellable | None = None  # what runs the call, set by the transport's runner
 
+    @property
+    def tool(self) -> str:
+        """The registered tool a `tools/call` names; "" for other calls and unknown tools."""
+        route = self.route
+        return route.target.key if route is not None and route.target is not None else ""
+
     def cancel(self) -> None:
         """Cancel the call: nothing more is sent for it, and its task is cancelled."""
         self.cancelled = True

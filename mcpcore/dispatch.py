@@ -159,9 +159,8 @@ class Dispatcher:
     @staticmethod
     def _count(metrics: Metrics, call: Call, code: int | None, seconds: float) -> None:
         route = call.route
-        tool = route.target.key if route is not None and route.target is not None else ""
         method = route.method if route is not None else str(call.message.get("method"))
-        metrics.call_ended(method, tool, code, call.cancelled, seconds)
+        metrics.call_ended(method, call.tool, code, call.cancelled, seconds)
 
     async def _dispatch(self, call: Call, writer: Writer) -> bytes:
         if call.route is None:

@@ -42,11 +42,10 @@ class CallFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         call = current_call.get()
         if call is not None:
-            route = call.route
             facts = {
                 "request_id": call.message.get("id"),
                 "method": call.message.get("method"),
-                "tool": route.target.key if route is not None and route.target is not None else None,
+                "tool": call.tool or None,
                 "principal": call.principal,
             }
             for name, value in facts.items():

@@ -34,11 +34,6 @@ def chain(middleware: tuple[Middleware, ...], last: Next) -> Next:
     return handler
 
 
-def _tool(call: Call) -> str:
-    route = call.route
-    return route.target.key if route is not None and route.target is not None else ""
-
-
 def access_log(logger: logging.Logger | None = None) -> Middleware:
     """One log record per call: method, tool, principal, outcome and duration (the `mcpcore.access` logger)."""
     log = logger or logging.getLogger("mcpcore.access")
@@ -56,11 +51,12 @@ def access_log(logger: logging.Logger | None = None) -> Middleware:
         finally:
             if call.cancelled:
                 outcome = "cancelled"
+            elapsed_ms = (time.perf_counter() - started) * 1000
+            method = call.message.get("method")
             log.info(
-                "%s %s by %s: %s in %.1f ms", call.message.get("method"), _tool(call) or "-", call.principal or "-",
-                outcome, (time.perf_counter() - started) * 1000,
-                extra={"request_id": call.message.get("id"), "method": call.message.get("method"), "tool": _tool(call),
-                       "principal": call.principal, "outcome": outcome, "duration_ms": (time.perf_counter() - started) * 1000},
+                "%s %s by %s: %s in %.1f ms", method, call.tool or "-", call.principal or "-", outcome, elapsed_ms,
+                extra={"request_id": call.message.get("id"), "method": method, "tool": call.tool,
+                       "principal": call.principal, "outcome": outcome, "duration_ms": elapsed_ms},
             )
 
     return log_call

@@ -119,6 +119,9 @@ class Fixed:
     content_type: bytes = b"application/json"
 
 
+_GET_ONLY = Fixed(405, b'{"status":"method not allowed"}', (("allow", "GET, HEAD"),))  # probes, metadata, metrics
+
+
 class _Connection(WriteFlow):
     """One client connection: h11 events in, one request at a time, responses out."""
 
@@ -598,7 +601,7 @@ class _Connection(WriteFlow):
         if not (metadata or path in (config.health_path, config.ready_path)):
             return None
         if method not in ("GET", "HEAD"):
-            return Fixed(405, b'{"status":"method not allowed"}', (("allow", "GET, HEAD"),))
+            return _GET_ONLY
         if metadata:
             return Fixed(200, http.metadata, (("access-control-allow-origin", "*"),))  # type: ignore[arg-type]
         if path == config.ready_path and not http.ready:
@@ -609,7 +612,7 @@ class _Connection(WriteFlow):
         if target.split("?", 1)[0] != "/metrics":
             return Fixed(404, b'{"status":"not found: this listener serves GET /metrics only"}')
         if method not in ("GET", "HEAD"):
-            return Fixed(405, b'{"status":"method not allowed"}', (("allow", "GET, HEAD"),))
+            return _GET_ONLY
         return Fixed(200, self.http.render_metrics(), (), b"text/plain; version=0.0.4; charset=utf-8")
 
     def _answer(self, rejection: Rejection, close: bool = False) -> None:
