@@ -21,6 +21,25 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test using `http_flavour` runs on the built-in server, then on the ASGI adapter under uvicorn;
+    one marked `builtin_http` tests what uvicorn does in its place (its sockets, limits, shutdown), so
+    it runs on the built-in server alone."""
+    if "http_flavour" in metafunc.fixturenames:
+        builtin_only = metafunc.definition.get_closest_marker("builtin_http") is not None
+        metafunc.parametrize("http_flavour", ["h11"] if builtin_only else ["h11", "asgi"], indirect=True)
+
+
+@pytest.fixture
+def http_flavour(request: pytest.FixtureRequest) -> Any:
+    """Which server `http_client.running` starts (see `pytest_generate_tests`)."""
+    import http_client
+
+    http_client.flavour = request.param
+    yield request.param
+    http_client.flavour = "h11"
+
+
 def meta(**extra: Any) -> dict[str, Any]:
     """A valid request `_meta`; keyword arguments are added to it."""
     base: dict[str, Any] = {

@@ -1,6 +1,8 @@
 """Test helpers for HTTP: a real server on 127.0.0.1 and an h11 client.
 
-`running(server, **config)` serves on a free port in this event loop;
+`running(server, **config)` serves on a free port in this event loop, with the
+built-in server, or with the ASGI adapter under a real uvicorn when the test
+runs in the `asgi` flavour (the `http_flavour` fixture in conftest.py);
 `HttpClient` speaks HTTP/1.1 through h11 over a real socket, keeps the
 connection alive across requests, and parses SSE bodies with its own parser.
 Every JSON-RPC message received is checked against the wire schema.
@@ -8,7 +10,9 @@ Every JSON-RPC message received is checked against the wire schema.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import socket
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
@@ -19,13 +23,24 @@ import orjson
 
 from conftest import VERSION
 from mcpcore import Server
+from mcpcore.transports import asgi
 from mcpcore.transports.http import HttpConfig, HttpServer
 from wire_schema import check, check_legacy
 
+FLAVOURS = ("h11", "asgi")
+flavour = "h11"  # what `running` serves with; the `http_flavour` fixture switches it per test
+
 
 @contextlib.asynccontextmanager
-async def running(server: Server, **config: Any) -> AsyncIterator[HttpServer]:
-    """A real HTTP server on 127.0.0.1 and a free port, stopped gracefully on exit."""
+async def running(server: Server, via: str | None = None, **config: Any) -> AsyncIterator[Any]:
+    """A real HTTP server on 127.0.0.1 and a free port, stopped gracefully on exit.
+
+    `via`: "h11" (the built-in server) or "asgi" (uvicorn); by default the test's flavour.
+    """
+    if (via or flavour) == "asgi":
+        async with running_asgi(server, **config) as served:
+            yield served
+        return
     config.setdefault("port", 0)
     http = HttpServer(server, HttpConfig(**config))
     async with anyio.create_task_group() as tasks:
@@ -34,6 +49,62 @@ async def running(server: Server, **config: Any) -> AsyncIterator[HttpServer]:
             yield http
         finally:
             http.stop()
+
+
+class UnderUvicorn:
+    """The ASGI app as a test sees a server: its `AsgiApp` attributes, `port`, and `stop()`."""
+
+    def __init__(self, app: asgi.AsgiApp, uvicorn_server: Any, port: int) -> None:
+        self.app, self.uvicorn, self.port = app, uvicorn_server, port
+        self._stopping: asyncio.Task[None] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.app, name)
+
+    def stop(self) -> None:
+        """Drain the app (`await app.aclose()`: streams end gracefully, calls get the grace period), then
+        stop uvicorn. uvicorn alone would wait for open streams before telling the app it stops."""
+
+        async def stop() -> None:
+            await self.app.aclose()
+            self.uvicorn.should_exit = True
+
+        self._stopping = asyncio.get_running_loop().create_task(stop())
+
+
+@contextlib.asynccontextmanager
+async def under_uvicorn(app: Any, lifespan: str = "on", keep_alive: float = 5) -> AsyncIterator[tuple[Any, int]]:
+    """Any ASGI app under a real uvicorn on 127.0.0.1 and a free port, in this event loop: (uvicorn, port)."""
+    import uvicorn
+
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # TCP: asyncio sets TCP_NODELAY
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    settings = uvicorn.Config(app, lifespan=lifespan, log_level="warning", http="h11", ws="none",
+                              timeout_keep_alive=keep_alive, timeout_graceful_shutdown=2)
+    served = uvicorn.Server(settings)
+    try:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(served.serve, [listener])
+            with anyio.fail_after(10):
+                while not served.started and not served.should_exit:  # should_exit: it refused to start
+                    await anyio.sleep(0.005)
+            try:
+                yield served, listener.getsockname()[1]
+            finally:
+                served.should_exit = True
+    finally:
+        listener.close()
+
+
+@contextlib.asynccontextmanager
+async def running_asgi(server: Server, **config: Any) -> AsyncIterator[UnderUvicorn]:
+    """`asgi.app(server)` under uvicorn. Options the ASGI server owns are uvicorn's (a keep-alive timeout)."""
+    config.pop("port", None)
+    keep_alive = config.pop("keep_alive_timeout", 5)
+    app = asgi.app(server, **config)
+    async with under_uvicorn(app, keep_alive=keep_alive) as (served, port):
+        yield UnderUvicorn(app, served, port)
 
 
 def parse_sse(body: bytes) -> list[dict[str, Any]]:

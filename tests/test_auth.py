@@ -13,7 +13,7 @@ from http_client import HttpClient, mcp_headers, running
 from mcpcore import Context, Server
 from mcpcore.auth import AccessToken, Auth, StaticTokens
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("http_flavour")]  # the built-in server, then uvicorn
 
 RESOURCE = "http://127.0.0.1:8000/mcp"
 METADATA_URL = "http://127.0.0.1:8000/.well-known/oauth-protected-resource/mcp"

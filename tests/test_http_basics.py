@@ -9,7 +9,7 @@ from conftest import ROOT, meta, request
 from http_client import HttpClient, running
 from mcpcore.cli import load_target
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("http_flavour")]  # the built-in server, then uvicorn
 
 
 @pytest.fixture

@@ -11,10 +11,11 @@ import pytest
 
 from conftest import VERSION, meta, request
 from http_client import HttpClient, Reply, mcp_headers, parse_sse, running
+from mcpcore import Server
 from servers.http_server import Probes, build
 from wire_schema import check
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("http_flavour")]  # the built-in server, then uvicorn
 
 LIMIT = 10  # seconds any single test step may take
 
@@ -273,6 +274,7 @@ async def test_huge_bodies_do_not_take_the_server_down(server) -> None:
         await still_serves(http)
 
 
+@pytest.mark.builtin_http("uvicorn parses the head: its h11 limits answer")
 async def test_headers_far_over_the_limit_are_431(server) -> None:
     async with running(server) as http:
         async with HttpClient.connect(http) as client:
@@ -321,6 +323,7 @@ async def test_a_malformed_chunked_body_is_400_and_the_server_serves_on(server) 
         await still_serves(http)
 
 
+@pytest.mark.builtin_http("uvicorn parses the framing")
 async def test_a_transfer_coding_other_than_chunked_is_501_and_the_server_serves_on(server) -> None:
     async with running(server) as http:
         async with HttpClient.connect(http) as client:
@@ -782,6 +785,7 @@ async def test_a_disconnect_during_an_sse_stream_cancels_the_tool() -> None:
 # -- slow clients and connection limits ------------------------------------------------------------------------
 
 
+@pytest.mark.builtin_http("uvicorn reads the head and owns its deadlines")
 async def test_a_slow_loris_client_does_not_block_others_and_is_timed_out(server) -> None:
     async with running(server, header_timeout=0.3) as http:
         slow = await anyio.connect_tcp("127.0.0.1", http.port)
@@ -813,6 +817,7 @@ async def test_a_slow_loris_client_does_not_block_others_and_is_timed_out(server
         assert received == b"" or bytes(received).startswith(b"HTTP/1.1 408 "), bytes(received)
 
 
+@pytest.mark.builtin_http("uvicorn owns the connections (--limit-concurrency)")
 async def test_over_max_connections_gets_503_with_retry_after(server) -> None:
     async with running(server, max_connections=2) as http:
         async with HttpClient.connect(http) as one, HttpClient.connect(http) as two:
@@ -835,6 +840,7 @@ async def test_over_max_connections_gets_503_with_retry_after(server) -> None:
 # -- graceful shutdown ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.builtin_http("uvicorn's shutdown; the adapter's drain is tested in test_asgi.py")
 async def test_stop_lets_an_in_flight_call_finish_and_refuses_new_connections() -> None:
     probes = Probes()
     message = call(95, "block")
@@ -855,6 +861,7 @@ async def test_stop_lets_an_in_flight_call_finish_and_refuses_new_connections() 
         assert not probes.cancelled.is_set()
 
 
+@pytest.mark.builtin_http("uvicorn's shutdown; the adapter's drain is tested in test_asgi.py")
 async def test_stop_cancels_calls_still_running_after_the_grace_period() -> None:
     probes = Probes()
     message = call(96, "block")
@@ -930,6 +937,7 @@ def chunked(body: bytes, size: int) -> bytes:
     return b"".join(f"{len(p):x}\r\n".encode() + p + b"\r\n" for p in pieces) + b"0\r\n\r\n"
 
 
+@pytest.mark.builtin_http("uvicorn de-chunks the body and hands it over in pieces of its own")
 async def test_a_body_in_too_many_tiny_chunks_is_400_and_the_server_serves_on(server) -> None:
     async with running(server, max_body_chunks=500) as http:
         async with HttpClient.connect(http) as client:
@@ -951,9 +959,9 @@ async def test_a_body_in_too_many_tiny_chunks_is_400_and_the_server_serves_on(se
             assert reply.json["result"]["content"][0]["text"] == "y" * 4000
 
 
-@pytest.mark.parametrize("phase", ["head", "body"])
-async def test_a_client_trickling_one_byte_at_a_time_still_meets_its_deadline(server, phase: str) -> None:
-    async with running(server, header_timeout=0.3, body_timeout=0.3) as http, HttpClient.connect(http) as client:
+async def _trickle(server: Server, phase: str, **timeouts: float) -> None:
+    """Send the head or the body one byte at a time, each well inside the timeout: the total is not."""
+    async with running(server, **timeouts) as http, HttpClient.connect(http) as client:
         message = echo(1, "x" * 200)
         body = orjson.dumps(message)
         head = raw_head(conforming_raw(client, message))
@@ -962,7 +970,7 @@ async def test_a_client_trickling_one_byte_at_a_time_still_meets_its_deadline(se
             await client.stream.send(head)
         answered = b""
         with anyio.fail_after(LIMIT):
-            for byte in trickle:  # each byte comes well inside the timeout; the total does not
+            for byte in trickle:
                 try:
                     await client.stream.send(bytes([byte]))
                 except (anyio.BrokenResourceError, ConnectionResetError):
@@ -974,6 +982,16 @@ async def test_a_client_trickling_one_byte_at_a_time_still_meets_its_deadline(se
         assert answered.startswith(b"HTTP/1.1 408"), answered[:80]
 
 
+@pytest.mark.builtin_http("uvicorn reads the head and has no head deadline of its own")
+async def test_a_client_trickling_its_head_one_byte_at_a_time_still_meets_its_deadline(server) -> None:
+    await _trickle(server, "head", header_timeout=0.3)
+
+
+async def test_a_client_trickling_its_body_one_byte_at_a_time_still_meets_its_deadline(server) -> None:
+    await _trickle(server, "body", body_timeout=0.3)
+
+
+@pytest.mark.builtin_http("uvicorn reads pipelined requests and owns their buffering")
 async def test_a_client_that_pipelines_bad_requests_without_reading_is_not_buffered_for(server) -> None:
     async with running(server) as http:
         stream = await anyio.connect_tcp("127.0.0.1", http.port)

@@ -7,10 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import mcpcore
 from conftest import ROOT
 
-COMPOSITION_ROOT = "runner.py"  # the one core module that may import mcpcore.transports (lazily)
+COMPOSITION_ROOTS = ("runner.py", "asgi.py")  # the core modules that may import mcpcore.transports (lazily)
 
 
 def _imports(path: Path) -> list[str]:
@@ -29,21 +31,22 @@ def test_no_core_module_but_the_composition_root_imports_the_transports() -> Non
     offenders = {
         path.name: name
         for path in sorted((ROOT / "mcpcore").glob("*.py"))
-        if path.name != COMPOSITION_ROOT
+        if path.name not in COMPOSITION_ROOTS
         for name in _imports(path)
         if name.split(".")[:2] == ["mcpcore", "transports"] or name.split(".")[0] == "transports"
     }
     assert offenders == {}
 
 
-def test_the_composition_root_imports_the_transports_only_inside_functions() -> None:
-    tree = ast.parse((ROOT / "mcpcore" / COMPOSITION_ROOT).read_text(encoding="utf-8"))
+@pytest.mark.parametrize("root", COMPOSITION_ROOTS)
+def test_the_composition_roots_import_the_transports_only_inside_functions(root: str) -> None:
+    tree = ast.parse((ROOT / "mcpcore" / root).read_text(encoding="utf-8"))
     top_level = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
     assert not [n for n in top_level if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("transports")]
 
 
 def test_importing_the_public_api_loads_no_transport() -> None:
-    probe = "import sys, mcpcore, mcpcore.cli; print(sorted(m for m in sys.modules if m.startswith('mcpcore.transports')))"
+    probe = "import sys, mcpcore, mcpcore.cli, mcpcore.asgi; print(sorted(m for m in sys.modules if m.startswith('mcpcore.transports')))"
     loaded = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True, cwd=ROOT).stdout
     assert loaded.strip() == "[]"
 

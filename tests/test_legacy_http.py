@@ -17,7 +17,7 @@ from http_client import HttpClient, SseStream, mcp_headers, running
 from mcpcore.transports.resume import StreamStore
 from servers import legacy_server
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("http_flavour")]  # the built-in server, then uvicorn
 LIMIT = 10
 BASE = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 CLIENT = {"name": "legacy-http", "version": "1"}

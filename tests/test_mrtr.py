@@ -34,7 +34,7 @@ pytestmark = pytest.mark.anyio
 KEY = "mrtr-tests-state-key-0123456789"
 MRTR_SERVER = ROOT / "tests" / "servers" / "mrtr_server.py"
 ASK_SERVER = ROOT / "examples" / "ask_server.py"
-TRANSPORTS = ["memory", "stdio", "http"]
+TRANSPORTS = ["memory", "stdio", "http", "asgi"]  # asgi: the ASGI adapter under uvicorn
 
 EVERYTHING = {"elicitation": {}, "sampling": {}, "roots": {}}
 ELICIT = {"elicitation": {"form": {}}}
@@ -115,7 +115,8 @@ async def open_peer(kind: str, target: str) -> AsyncIterator[Peer]:
             with anyio.fail_after(10):
                 assert await client.wait() == 0
     else:
-        async with running(load_target(target)) as http, HttpClient.connect(http) as client:
+        via = "asgi" if kind == "asgi" else "h11"
+        async with running(load_target(target), via=via) as http, HttpClient.connect(http) as client:
 
             async def send_http(message: dict[str, Any]) -> dict[str, Any]:
                 reply = await client.post(message)

@@ -34,7 +34,7 @@ pytestmark = pytest.mark.anyio
 SUB_ID = "io.modelcontextprotocol/subscriptionId"
 SERVER_INFO = {"io.modelcontextprotocol/serverInfo": {"name": "listen-tests", "version": "0.0.1"}}
 LISTEN_SERVER = ROOT / "tests" / "servers" / "listen_server.py"
-TRANSPORTS = ["stdio", "http"]
+TRANSPORTS = ["stdio", "http", "asgi"]  # asgi: the ASGI adapter under uvicorn
 ALL_KINDS = {"toolsListChanged": True, "promptsListChanged": True, "resourcesListChanged": True}
 
 
@@ -218,7 +218,8 @@ async def open_side(kind: str, attr: str = "build", **config: Any) -> AsyncItera
             yield StdioSide(client)
     else:
         server = getattr(listen_server, attr)(bus=WatchedBus())
-        async with running(server, **config) as http, HttpClient.connect(http) as caller:
+        async with running(server, via="asgi" if kind == "asgi" else "h11", **config) as http, \
+                HttpClient.connect(http) as caller:
             async with contextlib.AsyncExitStack() as streams:
                 side = HttpSide(http, caller, streams)
                 side.server = server  # type: ignore[attr-defined]
