@@ -202,6 +202,7 @@ class AsgiApp(Endpoint):
         self._life: asyncio.Task[None] | None = None  # holds the server's lifespan
         self._entered: asyncio.Future[None] | None = None
         self._stop: asyncio.Event | None = None
+        self.metrics = MetricsApp(self)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -216,7 +217,8 @@ class AsgiApp(Endpoint):
             problem = await self._start_once()
             if problem is not None:
                 exchange._method = scope["method"]
-                exchange._refuse_now(Rejection(503, McpError(INTERNAL_ERROR, problem), None, (("retry-after", "1"),)))
+                exchange._answer(Rejection(503, McpError(INTERNAL_ERROR, problem), None, (("retry-after", "1"),)))
+                exchange._next_cycle()
                 await exchange._pump(receive)
             else:
                 await exchange.run(scope, receive)
@@ -302,20 +304,26 @@ class AsgiApp(Endpoint):
         await self.aclose()
         await send({"type": "lifespan.shutdown.complete"})
 
-    # -- metrics --------------------------------------------------------------
 
-    async def metrics(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """An ASGI app for GET /metrics (Prometheus text); mount it where only your scraper reaches."""
-        if self.server.metrics is None:
+class MetricsApp:
+    """An ASGI app for GET /metrics (Prometheus text) of one `AsgiApp`: `AsgiApp.metrics`.
+    Mount it where only your scraper reaches (it is not behind the MCP rules or auth)."""
+
+    def __init__(self, endpoint: AsgiApp) -> None:
+        self.endpoint = endpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        metrics, method = self.endpoint.server.metrics, scope.get("method")
+        if metrics is None:
             status, body, kind = 404, b"metrics are off: Server(metrics=True)\n", b"text/plain"
-        elif scope.get("method") not in ("GET", "HEAD"):
+        elif method not in ("GET", "HEAD"):
             status, body, kind = 405, b"method not allowed\n", b"text/plain"
         else:
-            body = self.server.metrics.render(self.gauges(self.requests))
+            body = metrics.render(self.endpoint.gauges(self.endpoint.requests))
             status, kind = 200, b"text/plain; version=0.0.4; charset=utf-8"
         headers = [(b"content-type", kind), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": b"" if scope.get("method") == "HEAD" else body})
+        await send({"type": "http.response.body", "body": b"" if method == "HEAD" else body})
 
 
 def app(server: Server, **options: Any) -> AsgiApp:
@@ -330,4 +338,4 @@ def app(server: Server, **options: Any) -> AsgiApp:
     return AsgiApp(server, HttpConfig(**options))
 
 
-__all__ = ["AsgiApp", "app"]
+__all__ = ["AsgiApp", "MetricsApp", "app"]
