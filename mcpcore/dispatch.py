@@ -120,6 +120,31 @@ class Dispatcher:
                 return tool.route
         return self._routes.get(method) or method_route(method)
 
+    def find_resource(self, uri: str) -> tuple[Resource | ResourceTemplate, dict[str, str]] | None:
+        """The resource a URI names, or the first template matching it, with the template's values."""
+        found = self.server.resources.get(uri)
+        if found is not None:
+            return found, {}
+        for template in self.server.templates:
+            variables = template.template.match(uri)
+            if variables is not None:
+                return template, variables
+        return None
+
+    def required_scopes(self, route: Route, message: dict[str, Any]) -> tuple[str, ...]:
+        """The OAuth scopes a request needs beyond the server's: those of its tool, prompt or resource."""
+        if route.target is not None:
+            return route.target.scopes
+        params = message.get("params")
+        params = params if isinstance(params, dict) else {}
+        if route.method == "prompts/get" and isinstance(params.get("name"), str):
+            prompt = self.server.prompts.get(params["name"])
+            return () if prompt is None else prompt.scopes
+        if route.method == "resources/read" and isinstance(params.get("uri"), str):
+            resolved = self.find_resource(params["uri"])
+            return () if resolved is None else resolved[0].scopes
+        return ()
+
     def legacy_handler(self, method: str) -> Handler | None:
         """The handler of a feature method the legacy wire shares, if the server offers it now."""
         entry = self._methods.get(method)
@@ -268,18 +293,11 @@ class Dispatcher:
         uri = params.get("uri")
         if not isinstance(uri, str):
             raise invalid_params('resources/read needs a string "uri"')
-        server = self.server
-        found: Resource | ResourceTemplate | None = server.resources.get(uri)
-        variables: dict[str, str] | None = {}
-        if found is None:
-            for template in server.templates:
-                variables = template.template.match(uri)
-                if variables is not None:
-                    found = template
-                    break
-        if found is None or variables is None:
+        resolved = self.find_resource(uri)
+        if resolved is None:
             raise ResourceNotFound(uri)
-        hints = found.cache.over(server.cache)
+        found, variables = resolved
+        hints = found.cache.over(self.server.cache)
         contents = await found.read(uri, variables, context)
         return {"contents": contents, "ttlMs": hints.ttl_ms, "cacheScope": hints.cache_scope}
 

@@ -9,7 +9,7 @@ of those.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from .catalog import CacheHints
 from .content import to_content
@@ -58,8 +58,10 @@ class Prompt:
         title: str | None = None,
         description: str | None = None,
         cache: CacheHints | None = None,
+        scopes: Sequence[str] = (),
     ) -> None:
         self.info = FunctionInfo(fn)
+        self.scopes = tuple(scopes)  # what a caller's token needs, on an authenticated transport
         self.key = self.info.name if name is None else name
         if not self.key:
             raise ValueError("a prompt name must not be empty")
@@ -68,7 +70,8 @@ class Prompt:
         entry: dict[str, Any] = {"name": self.key}
         if title:
             entry["title"] = title
-        entry["description"] = self.description
+        if self.description:  # no description is omitted, not sent empty
+            entry["description"] = self.description
         arguments = []
         for param in self.info.params:
             argument: dict[str, Any] = {"name": param.name}

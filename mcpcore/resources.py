@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import typing
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import orjson
 
@@ -113,8 +113,10 @@ class Resource(_Readable):
         description: str | None = None,
         mime_type: str | None = None,
         cache: CacheHints | None = None,
+        scopes: Sequence[str] = (),
     ) -> None:
         self.info = FunctionInfo(fn)
+        self.scopes = tuple(scopes)  # what a caller's token needs, on an authenticated transport
         self.key = uri
         self.mime_type = mime_type
         self.cache = cache or CacheHints()
@@ -137,8 +139,10 @@ class ResourceTemplate(_Readable):
         description: str | None = None,
         mime_type: str | None = None,
         cache: CacheHints | None = None,
+        scopes: Sequence[str] = (),
     ) -> None:
         self.info = FunctionInfo(fn)
+        self.scopes = tuple(scopes)  # what a caller's token needs, on an authenticated transport
         self.key = uri_template
         self.template = UriTemplate(uri_template)
         accepted = {p.name for p in self.info.params}

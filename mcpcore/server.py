@@ -20,6 +20,7 @@ from .lifespan import Lifespan, LifespanFactory
 from .prompts import Prompt
 from .protocol import Route
 from .resources import Resource, ResourceTemplate
+from .routes import CustomRoute, RouteFunction, custom_route
 from .sealing import DEFAULT_TTL_SECONDS, Sealer
 from .subscriptions import PROMPTS, RESOURCE, RESOURCES, TOOLS, Bus, Change, LocalBus, Subscriptions
 from .threads import ThreadPool
@@ -62,6 +63,8 @@ class Server:
         auth: Auth | None = None,
         metrics: bool = False,
         middleware: Sequence[Middleware] = (),
+        mask_errors: bool = False,
+        strict: bool = False,
     ) -> None:
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
@@ -84,6 +87,9 @@ class Server:
         self.threads = ThreadPool(max_threads)
         self.auth = auth  # HTTP requests need a bearer token it accepts (stdio is unauthenticated)
         self.middleware = tuple(middleware)  # around every call, the first one outermost (middleware.py)
+        self.strict = strict  # arguments only as sent: no "41" read as 41 (a tool's strict= overrides it)
+        self.mask_errors = mask_errors  # a tool's unexpected exception: a generic message and a logged reference
+        self.custom_routes: dict[str, CustomRoute] = {}  # plain HTTP routes beside the endpoint (routes.py)
         self.metrics: Metrics | None = None  # counted when on; the HTTP server serves /metrics
         if metrics:
             from .metrics import Metrics
@@ -112,7 +118,8 @@ class Server:
         verbatim), output_schema, annotations, requires (client capabilities),
         meta, ttl_ms, cache_scope, scopes (OAuth scopes a caller's token needs, with
         `Server(auth=...)`), inline (a sync function runs on the event loop instead of
-        a worker thread: only for trivial, never-blocking functions).
+        a worker thread: only for trivial, never-blocking functions), strict (True: no
+        argument coercion for this tool; None: the server's `strict`).
         """
         if fn is None:
             return lambda f: self.tool(f, **options)
@@ -128,7 +135,8 @@ class Server:
     def resource(self, uri: str, **options: Any) -> Callable[[F], F]:
         """Register a resource; a URI with `{...}` registers an RFC 6570 template.
 
-        Options: name, title, description, mime_type, ttl_ms, cache_scope.
+        Options: name, title, description, mime_type, ttl_ms, cache_scope, scopes (OAuth
+        scopes a caller's token needs to read it, with `Server(auth=...)`).
         """
 
         def register(fn: F) -> F:
@@ -156,7 +164,11 @@ class Server:
     def prompt(self, fn: None = None, **options: Any) -> Callable[[F], F]: ...
 
     def prompt(self, fn: Any = None, **options: Any) -> Any:
-        """Register a prompt: `@server.prompt` or `@server.prompt(name=..., title=...)`."""
+        """Register a prompt: `@server.prompt` or `@server.prompt(name=..., title=...)`.
+
+        Options: name, title, description, ttl_ms, cache_scope, scopes (OAuth scopes a
+        caller's token needs to get it, with `Server(auth=...)`).
+        """
         if fn is None:
             return lambda f: self.prompt(f, **options)
         self.add_prompt(fn, **options)
@@ -181,6 +193,19 @@ class Server:
         def register(fn: F) -> F:
             self.completions.add(fn, kind, target, argument)  # type: ignore[arg-type]
             self.dispatcher.forget_discover()
+            return fn
+
+        return register
+
+    def custom_route(
+        self, path: str, *, methods: Sequence[str] = ("GET",), public: bool = False
+    ) -> Callable[[RouteFunction], RouteFunction]:
+        """Serve `fn(request: HttpRequest) -> HttpResponse | dict | list` at `path` over HTTP (both
+        HTTP transports; not a web framework, see `mcpcore.routes`). With `Server(auth=...)` it needs
+        a token like the endpoint unless `public=True`. A sync function runs on the worker pool."""
+
+        def register(fn: RouteFunction) -> RouteFunction:
+            self.custom_routes[path] = custom_route(path, fn, methods, public, tuple(self.custom_routes))
             return fn
 
         return register

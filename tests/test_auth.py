@@ -42,6 +42,22 @@ def guarded(verifier: Any = None) -> Server:
     async def write(path: str) -> str:
         return f"wrote {path}"
 
+    @server.prompt(scopes=["files:write"])
+    def draft(topic: str) -> str:
+        return f"Write about {topic}"
+
+    @server.resource("files://secret", scopes=["files:write"])
+    def secret() -> str:
+        return "the plans"
+
+    @server.resource("files://drafts/{name}", scopes=["files:write"])
+    def drafted(name: str) -> str:
+        return f"draft {name}"
+
+    @server.resource("files://readme")
+    def readme() -> str:
+        return "read me"
+
     return server
 
 
@@ -96,6 +112,22 @@ async def test_a_valid_token_reaches_the_tool_and_a_missing_scope_is_403_naming_
         assert f'resource_metadata="{METADATA_URL}"' in challenge
         allowed = await post(client, tool_call(3, "write", path="/a"), "writer-token")
         assert allowed.response["result"]["content"][0]["text"] == "wrote /a"
+
+
+@pytest.mark.parametrize("message", [
+    request("prompts/get", 1, name="draft", arguments={"topic": "x"}),
+    request("resources/read", 1, uri="files://secret"),
+    request("resources/read", 1, uri="files://drafts/plan"),
+], ids=["prompt", "resource", "template"])
+async def test_prompts_and_resources_can_require_a_scope_too(message: dict[str, Any]) -> None:
+    async with running(guarded()) as http, HttpClient.connect(http) as client:
+        refused = await post(client, message, "alice-token")
+        assert refused.status == 403 and 'scope="files:write"' in refused.headers["www-authenticate"]
+        assert refused.json["id"] == 1
+        served = await post(client, message, "writer-token")
+        assert served.status == 200 and "result" in served.json
+        plain = await post(client, request("resources/read", 2, uri="files://readme"), "alice-token")
+        assert plain.status == 200 and plain.json["result"]["contents"][0]["text"] == "read me"
 
 
 async def test_a_legacy_session_belongs_to_the_principal_that_opened_it() -> None:

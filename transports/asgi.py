@@ -52,6 +52,7 @@ Send = Callable[[Message], Awaitable[None]]
 # What the ASGI server decides, not this app.
 SERVER_OWNED = ("host", "port", "listen_fd", "max_connections", "header_timeout", "keep_alive_timeout",
                 "metrics_host", "metrics_port")
+MAX_UNSENT = 16  # messages queued for the ASGI server before a writer waits for them to be sent
 _MAX_POLICIES = 64  # one per local address requests arrive on; a few in practice
 
 
@@ -69,13 +70,12 @@ class _AsgiExchange(Exchange):
     def __init__(self, app: AsgiApp, scope: Scope, send: Send) -> None:
         client = scope.get("client")
         super().__init__(app, tuple(client) if client else None)
-        self.app = app
         self.policy_refusal = app.policy_at(scope.get("server"))
         if isinstance(self.policy_refusal, Policy):
             self.policy, self.policy_refusal = self.policy_refusal, None
         self._send = send
         self._outbox: collections.deque[Message] = collections.deque()
-        self._wake = asyncio.Event()
+        self._idle: asyncio.Future[None] | None = None  # the pump waits on it for something to do
         self._flushed: asyncio.Future[None] | None = None
         self._started = False  # a response head was queued
         self._complete = False  # the response's last body message was queued
@@ -101,14 +101,14 @@ class _AsgiExchange(Exchange):
                 else:
                     self._outbox.append({"type": "http.response.body", "body": b"", "more_body": False})
             # an h11.InformationalResponse (100 Continue) is the ASGI server's to send
-        self._wake.set()
+        self._wake()
 
     def close(self) -> None:
         """End the exchange; a stream that was cut short still ends its chunked body cleanly."""
         if self._started and not self._complete and not self.gone:
             self.send(h11.EndOfMessage())
         self._ended = True
-        self._wake.set()
+        self._wake()
 
     def _refuse_now(self, rejection: Rejection) -> None:
         if not self._started:
@@ -118,14 +118,20 @@ class _AsgiExchange(Exchange):
 
     def _next_cycle(self) -> bool:
         self._ended = True
-        self._wake.set()
+        self._wake()
         return False  # one request per exchange: the ASGI server reads the next one
 
     def _read_on(self) -> None:
         """Never reached: `_next_cycle` never asks to read on."""
 
+    def _wake(self) -> None:
+        if self._idle is not None and not self._idle.done():
+            self._idle.set_result(None)
+
     async def drain(self) -> None:
-        if self._outbox and not self.gone:
+        """Wait while more than a few messages wait unsent: the ASGI server's `send` holds them back
+        for a slow reader, and the writer then waits here (a bounded queue, as on the built-in server)."""
+        if len(self._outbox) > MAX_UNSENT and not self.gone:
             if self._flushed is None:
                 self._flushed = self.loop.create_future()
             await asyncio.shield(self._flushed)
@@ -144,8 +150,21 @@ class _AsgiExchange(Exchange):
         await self._pump(receive)
 
     async def _read_body(self, receive: Receive) -> bool:
-        """Feed the body to the exchange. False when the request was refused or the peer left."""
-        with anyio.move_on_after(self.endpoint.config.body_timeout) as reading:
+        """Feed the body to the exchange. False when the request was refused, was too slow, or the peer left.
+
+        The ASGI server bounds the head but not the body: one total deadline does, as on the
+        built-in server. A timer that cancels this task costs a third of what a cancel scope does."""
+        task = asyncio.current_task()
+        assert task is not None
+        late = False
+
+        def too_late() -> None:
+            nonlocal late
+            late = True
+            task.cancel()
+
+        timer = self.loop.call_later(self.endpoint.config.body_timeout, too_late)
+        try:
             while True:
                 message = await receive()
                 if message["type"] == "http.disconnect":
@@ -157,9 +176,15 @@ class _AsgiExchange(Exchange):
                     return False
                 if not message.get("more_body", False):
                     return True
-        if reading.cancelled_caught:
+        except asyncio.CancelledError:
+            if not late:
+                raise
+            if hasattr(task, "uncancel"):  # Python 3.11+: the cancel was ours, and is spent
+                task.uncancel()
             self._refuse_now(Rejection(408, McpError(INVALID_REQUEST, "The request took too long to arrive")))
-        return False
+            return False
+        finally:
+            timer.cancel()
 
     async def _pump(self, receive: Receive) -> None:
         """Send queued messages in order until the exchange ends, watching for the peer leaving."""
@@ -178,8 +203,8 @@ class _AsgiExchange(Exchange):
                     self._flushed = None
                 if self._ended:
                     return
-                self._wake.clear()
-                await self._wake.wait()
+                self._idle = self.loop.create_future()
+                await self._idle
         finally:
             if watcher is not None:
                 watcher.cancel()
@@ -189,7 +214,7 @@ class _AsgiExchange(Exchange):
             pass
         if not self._complete:
             self._lost()
-            self._wake.set()
+            self._wake()
 
 
 class AsgiApp(Endpoint):

@@ -33,6 +33,7 @@ import orjson
 from mcpcore.auth import AccessToken, Auth, AuthFailure
 from mcpcore.call import Call
 from mcpcore.protocol import Route
+from mcpcore.routes import CustomRoute, HttpRequest
 from mcpcore.server import Server
 from mcpcore.session import Session, Sessions, new_session_id
 from mcpcore.wire import INVALID_REQUEST, NOTIFICATION, REQUEST, RESPONSE, McpError, encode_error
@@ -44,6 +45,7 @@ from .httprules import (
     check_body,
     check_head,
     check_mcp_headers,
+    check_route_head,
     is_legacy,
     legacy_session,
     make_policy,
@@ -88,6 +90,7 @@ class Fixed:
     content_type: bytes = b"application/json"
 
 
+_ROUTE_FAILED = (500, b'{"error":"the route failed; see the server log"}', (), b"application/json")
 GET_ONLY = Fixed(405, b'{"status":"method not allowed"}', (("allow", "GET, HEAD"),))  # probes, metadata, metrics
 
 
@@ -106,6 +109,9 @@ class Endpoint:
         self.metadata = None if auth is None else orjson.dumps(auth.metadata())  # RFC 9728, served as is
         self.metadata_paths = () if auth is None else auth.metadata_paths
         self.closing = False
+        taken = {config.path, config.health_path, config.ready_path, *self.metadata_paths} & set(server.custom_routes)
+        if taken:
+            raise ValueError(f"custom route {sorted(taken)[0]!r} is a path the HTTP transport serves itself")
 
     def policy_for(self, host: str, port: int) -> Policy:
         c = self.config
@@ -155,10 +161,12 @@ class Exchange:
         self.gone = False
         self.call: Call | None = None  # the request being served (held or running)
         self.writer: HttpWriter | None = None
-        self.stream: asyncio.Task[None] | None = None  # a legacy session's standalone GET stream
+        self.stream: asyncio.Task[None] | None = None  # a legacy session's GET stream, or a custom route running
         self.verifying: asyncio.Task[None] | None = None  # checking the current request's token
         self._opening: Session | None = None  # the session the current initialize may open
         self._method = ""
+        self._target = ""
+        self._custom: CustomRoute | None = None  # the custom route the current request is for
         self._headers: dict[str, str] = {}
         self._repeated = _NONE_REPEATED
         self._body = bytearray()  # one buffer: a body in tiny chunks must not cost an object per chunk
@@ -218,7 +226,7 @@ class Exchange:
 
     def _on_head(self, method: str, target: str, raw_headers: Any) -> bool:
         """A request line and headers arrived. False when it was refused at once (do not read its body)."""
-        self._method, self._token = method, None
+        self._method, self._target, self._token = method, target, None
         self._headers, head_size, self._repeated = header_map(raw_headers)
         self._body, self._body_size, self._body_chunks, self._refusal = bytearray(), 0, 0, None
         limit = self.endpoint.config.max_header_bytes
@@ -228,7 +236,11 @@ class Exchange:
         self._fixed = self._fixed_answer(method, target)
         if self._fixed is not None:
             return True
-        refusal = check_head(self.policy, method, target, self._headers)
+        self._custom = route = self._custom_route(target)
+        if route is None:
+            refusal = check_head(self.policy, method, target, self._headers)
+        else:
+            refusal = check_route_head(self.policy, method, route, self._headers)
         if refusal is not None and (refusal.status == 413 or self._expects_continue):
             self._refuse_now(refusal)  # do not read a body we refuse
             return False
@@ -275,6 +287,13 @@ class Exchange:
             return Fixed(503, b'{"status":"draining"}')
         return Fixed(200, b'{"status":"ok"}')
 
+    def _custom_route(self, target: str) -> CustomRoute | None:
+        routes = self.endpoint.server.custom_routes
+        if not routes:
+            return None
+        path = target.split("?", 1)[0]
+        return None if path == self.endpoint.config.path else routes.get(path)
+
     def _serve(self) -> bool:
         """A whole request arrived: answer it now or start its call. True to keep reading."""
         if self._fixed is not None:
@@ -284,10 +303,12 @@ class Exchange:
         if self._refusal is not None:
             self._answer(self._refusal)
             return self._next_cycle()
-        auth = self.endpoint.server.auth
-        if auth is not None and self._token is None:
+        auth, custom = self.endpoint.server.auth, self._custom
+        if auth is not None and self._token is None and not (custom is not None and custom.public):
             self._verify(auth)  # then back here
             return False
+        if custom is not None:
+            return self._serve_route(custom)
         if self._method != "POST":
             return self._session_request(self._method)
         session_id = self._headers.get("mcp-session-id")
@@ -311,9 +332,41 @@ class Exchange:
         if mismatch is not None:
             self._answer(mismatch)
             return self._next_cycle()
-        if self._token is not None and self._forbidden(route, message["id"]):
+        if self._token is not None and self._forbidden(route, message):
             return self._next_cycle()
         self._start(self._call(message, route), HttpWriter(self, self.endpoint.config.sse_keepalive))
+        return False
+
+    def _serve_route(self, route: CustomRoute) -> bool:
+        """Run a custom route's function in a task (a sync one on the worker pool), then answer."""
+        path, _, query = self._target.partition("?")
+        request = HttpRequest(self._method, path, query, MappingProxyType(self._headers), bytes(self._body), self.peer,
+                              self._token)
+        self._body = bytearray()
+        threads = self.endpoint.server.threads
+
+        async def serve() -> None:
+            try:
+                value = await route.fn(request) if route.is_async else await threads.run(route.fn, request)
+                response = route.answer(value)
+                body, content_type = response.encoded()
+                answer = (response.status, body, tuple(response.headers.items()), content_type.encode())
+            except Exception:
+                log.exception("the custom route %s failed", route.path)
+                answer = _ROUTE_FAILED
+            finally:
+                self.stream = None
+            if self.gone:
+                return
+            try:
+                self._reply(*answer[:3], content_type=answer[3])
+            except (h11.LocalProtocolError, ValueError, TypeError):  # a status or header h11 refuses
+                log.exception("the custom route %s answered what HTTP cannot carry", route.path)
+                self._reply(*_ROUTE_FAILED[:3], content_type=_ROUTE_FAILED[3])
+            if self._next_cycle():
+                self._read_on()
+
+        self.stream = self.loop.create_task(serve())
         return False
 
     @property
@@ -355,15 +408,16 @@ class Exchange:
         headers = (("www-authenticate", failure.challenge),) if failure.challenge else (("retry-after", "1"),)
         self._answer(Rejection(failure.status, McpError(INVALID_REQUEST, failure.message), request_id, headers))
 
-    def _forbidden(self, route: Route, request_id: Any) -> bool:
-        """Answer 403 when the token lacks a scope the route's tool requires."""
-        auth, tool = self.endpoint.server.auth, route.target
-        if auth is None or self._token is None or tool is None or not tool.scopes:  # a token means auth is set
+    def _forbidden(self, route: Route, message: dict[str, Any]) -> bool:
+        """Answer 403 when the token lacks a scope the request's tool, prompt or resource requires."""
+        server = self.endpoint.server
+        if server.auth is None or self._token is None:  # a token means auth is set
             return False
-        failure = auth.check_scopes(self._token, tool.scopes)
+        needed = server.dispatcher.required_scopes(route, message)
+        failure = server.auth.check_scopes(self._token, needed) if needed else None
         if failure is None:
             return False
-        self._refuse_token(failure, request_id)
+        self._refuse_token(failure, message["id"])
         return True
 
     def _start(self, call: Call, writer: HttpWriter) -> None:
@@ -412,7 +466,7 @@ class Exchange:
             self._answer(Rejection(400, error, message["id"]))
             return self._next_cycle()
         route = self.endpoint.server.route(message)
-        if self._token is not None and self._forbidden(route, message["id"]):
+        if self._token is not None and self._forbidden(route, message):
             return self._next_cycle()
         call = self._call(message, route, session)
         session.calls[message["id"]] = call

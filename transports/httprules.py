@@ -1,7 +1,8 @@
 """The Streamable HTTP validation ladder, as pure functions (no I/O, no event loop).
 
 `check_head` runs the checks that need only the request line and headers (path,
-method, Origin, Host, Content-Type, Accept, declared length); `check_body`
+method, Origin, Host, Content-Type, Accept, declared length), and
+`check_route_head` those of a custom route (Origin, Host, its methods, length); `check_body`
 parses and classifies the body (`calls.read_message` and `calls.take_response`,
 shared with stdio); and
 `check_mcp_headers` compares the MCP request headers with the body, reading
@@ -23,6 +24,7 @@ from urllib.parse import urlsplit
 
 from mcpcore.defaults import HTTP_MAX_BODY_BYTES
 from mcpcore.protocol import Route, claims_modern, http_status
+from mcpcore.routes import CustomRoute
 from mcpcore.session import Session, Sessions
 from mcpcore.wire import HEADER_MISMATCH, INVALID_REQUEST, LEGACY_VERSIONS, META_VERSION, MODERN_VERSIONS, RESPONSE, McpError
 
@@ -175,6 +177,30 @@ def _declares_more(length: str, limit: int) -> bool:
     return len(digits) > len(str(limit)) or int(digits or "0") > limit
 
 
+def check_origin_and_host(policy: Policy, headers: Mapping[str, str]) -> Rejection | None:
+    """The DNS-rebinding checks every path but the probes and the metadata gets."""
+    host = headers.get("host")
+    origin = headers.get("origin")
+    if origin is not None and not _origin_allowed(policy, origin, host):
+        return _reject(403, f"Origin {origin!r} is not allowed")
+    if policy.allowed_hosts and (host is None or not _host_allowed(policy, host)):
+        return _reject(421, f"Host {host!r} is not served here")
+    return None
+
+
+def check_route_head(policy: Policy, method: str, route: CustomRoute, headers: Mapping[str, str]) -> Rejection | None:
+    """A custom route's checks: Origin and Host, its methods, the declared length."""
+    refused = check_origin_and_host(policy, headers)
+    if refused is not None:
+        return refused
+    if method not in route.methods:
+        return _reject(405, f"Method {method} is not allowed on {route.path}", ("allow", ", ".join(route.methods)))
+    length = headers.get("content-length")
+    if length is not None and _declares_more(length, policy.max_body_bytes):
+        return _reject(413, f"Body exceeds the limit of {policy.max_body_bytes} bytes")
+    return None
+
+
 def check_head(policy: Policy, method: str, target: str, headers: Mapping[str, str]) -> Rejection | None:
     """The checks that need no body, in the transport's order."""
     if target.split("?", 1)[0] != policy.path:
@@ -182,12 +208,9 @@ def check_head(policy: Policy, method: str, target: str, headers: Mapping[str, s
     if method not in ("POST", "GET", "DELETE"):
         message = f"Method {method} is not allowed: POST JSON-RPC messages; GET and DELETE serve 2025-era sessions"
         return _reject(405, message, ("allow", "GET, POST, DELETE"))
-    host = headers.get("host")
-    origin = headers.get("origin")
-    if origin is not None and not _origin_allowed(policy, origin, host):
-        return _reject(403, f"Origin {origin!r} is not allowed")
-    if policy.allowed_hosts and (host is None or not _host_allowed(policy, host)):
-        return _reject(421, f"Host {host!r} is not served here")
+    refused = check_origin_and_host(policy, headers)
+    if refused is not None:
+        return refused
     if method == "DELETE":
         return None
     if method == "GET":
