@@ -1,7 +1,8 @@
 """mcpcore: an asyncio-native Model Context Protocol server runtime.
 
 The public API: `Server` and its decorators, the `Context` injected into
-tools, content helpers, and `McpError` for protocol-level failures.
+tools, content helpers, `ToolError` for failures the model should read, and
+`McpError` (with `InvalidParams` and `ResourceNotFound`) for protocol-level failures.
 """
 
 __version__ = "0.1.0"
@@ -12,7 +13,8 @@ from .context import Context
 from .inputs import Elicit, ElicitAnswer, ElicitUrl, InputRequired, ListRoots, Root, Sample, SampleAnswer
 from .prompts import Message
 from .server import Server
-from .wire import McpError
+from .typeschema import Field
+from .wire import InvalidParams, McpError, ResourceNotFound, ToolError
 
 __all__ = [
     "Audio",
@@ -22,16 +24,20 @@ __all__ = [
     "ElicitAnswer",
     "ElicitUrl",
     "EmbeddedResource",
+    "Field",
     "Image",
     "InputRequired",
+    "InvalidParams",
     "ListRoots",
     "McpError",
     "Message",
     "ResourceLink",
+    "ResourceNotFound",
     "Root",
     "Sample",
     "SampleAnswer",
     "Server",
+    "ToolError",
     "ToolResult",
     "Writer",
     "__version__",

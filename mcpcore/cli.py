@@ -1,4 +1,5 @@
-"""The `mcpcore` console script: `mcpcore run TARGET [--transport ...]`.
+"""The `mcpcore` console script: `mcpcore run TARGET [--transport ...]`, and for the inner loop
+`mcpcore inspect TARGET`, `mcpcore call TARGET TOOL key=value...`, `read TARGET URI`, `prompt TARGET NAME`.
 
 TARGET is `path/to/file.py[:attr]` or `package.module[:attr]`; without an
 attribute the first of `server`, `mcp`, `app` (or the only `Server` in the
@@ -121,6 +122,20 @@ def _parser() -> argparse.ArgumentParser:
                       f"a request ({d.HTTP_SESSION_IDLE_TIMEOUT:g})")
     http.add_argument("--workers", type=int, default=1, help="worker processes sharing the port (1)")
     http.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)  # set by the worker supervisor
+    inspect = commands.add_parser("inspect", help="list a server's tools (with schemas), resources and prompts")
+    inspect.add_argument("target", help="path/to/file.py[:attr] or package.module[:attr]")
+    inspect.add_argument("--json", action="store_true", help="print everything as JSON")
+    call = commands.add_parser("call", help="call one tool in this process and print its answer")
+    call.add_argument("target")
+    call.add_argument("tool")
+    call.add_argument("arguments", nargs="*", metavar="key=value", help="a value that parses as JSON is JSON")
+    read = commands.add_parser("read", help="read one resource in this process")
+    read.add_argument("target")
+    read.add_argument("uri")
+    prompt = commands.add_parser("prompt", help="get one prompt in this process")
+    prompt.add_argument("target")
+    prompt.add_argument("name")
+    prompt.add_argument("arguments", nargs="*", metavar="key=value")
     return parser
 
 
@@ -145,6 +160,23 @@ def _without_option(argv: list[str], option: str) -> list[str]:
     return kept
 
 
+def _inner_loop(server: Server, args: argparse.Namespace) -> int:
+    from . import commands  # loaded only for these commands
+
+    logging.basicConfig(level=logging.WARNING, format="mcpcore: %(message)s")
+    try:
+        if args.command == "inspect":
+            return commands.inspect(server, args.json)
+        if args.command == "call":
+            return commands.call(server, args.tool, args.arguments)
+        if args.command == "read":
+            return commands.read(server, args.uri)
+        return commands.prompt(server, args.name, args.arguments)
+    except ValueError as error:
+        print(f"mcpcore: {error}", file=sys.stderr)
+        return 2
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
@@ -152,6 +184,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         server = load_target(args.target)
     except TargetError as error:
         sys.exit(f"mcpcore: cannot load {args.target!r}: {error}")
+    if args.command != "run":
+        sys.exit(_inner_loop(server, args))
     if args.transport != "http":
         given = [f"--{name.replace('_', '-')}" for name in _HTTP_ONLY if getattr(args, name) is not None]
         if args.workers > 1:

@@ -65,6 +65,16 @@ class Context:
         return self.meta.get(META_CLIENT_INFO)
 
     @property
+    def strict(self) -> bool:
+        """Whether arguments are taken only as sent, with no coercion (`Server(strict=True)`)."""
+        return self._server.strict
+
+    @property
+    def masks_errors(self) -> bool:
+        """Whether a tool's unexpected exception is hidden from the client (`Server(mask_errors=True)`)."""
+        return self._server.mask_errors
+
+    @property
     def threads(self) -> ThreadPool:
         """The server's worker threads: `await ctx.threads.run(fn, *args)` runs blocking code off the loop."""
         return self._server.threads

@@ -14,9 +14,10 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from . import docstrings
 from .context import Context
 from .inputs import InputRequired
-from .typeschema import Converter, converter_for, jsonable_default, schema_for, split_annotated
+from .typeschema import Converter, converter_for, hoist_defs, jsonable_default, schema_for, split_annotated
 from .wire import INTERNAL_ERROR, McpError
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ class FunctionInfo:
     def __init__(self, fn: Callable[..., Any], *, inline: bool = False) -> None:
         self.fn = fn
         self.name = getattr(fn, "__name__", type(fn).__name__)
-        self.doc = inspect.getdoc(fn) or None
+        self.doc, documented = docstrings.parse(inspect.getdoc(fn) or None)  # parameter texts out of the description
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
         if inline and self.is_async:
             raise ValueError(f"{self.name}(): inline=True is for sync functions; an async one already runs on the event loop")
@@ -63,6 +64,7 @@ class FunctionInfo:
                 self.context_param = parameter.name
                 continue
             base, description = split_annotated(hint)
+            description = description or documented.get(parameter.name)
             required = parameter.default is inspect.Parameter.empty
             self.params.append(
                 Param(
@@ -83,6 +85,8 @@ class FunctionInfo:
                 prop = schema_for(param.hint)
             except TypeError as error:
                 raise TypeError(f"{self.name}(): parameter {param.name!r}: {error}") from None
+            if param.description and "description" not in prop:  # documented in the docstring
+                prop["description"] = param.description
             if not param.required:
                 prop["default"] = jsonable_default(param.default)
             properties[param.name] = prop
@@ -92,7 +96,7 @@ class FunctionInfo:
             schema["required"] = required
         if not self.accepts_any:
             schema["additionalProperties"] = False
-        return schema
+        return hoist_defs(schema)
 
     def convert(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Validated JSON arguments to keyword arguments of the right Python types."""

@@ -9,20 +9,22 @@ can read; `McpError` passes through as a protocol error.
 from __future__ import annotations
 
 import logging
+import secrets
 from typing import Any, Callable, Sequence
 
 import orjson
 
 from .catalog import CacheHints
+from .coercion import coerce, could_coerce
 from .content import ToolResult, text_block, to_content
 from .context import Context
 from .inputs import InputRequired
 from .protocol import Route
 from .signature import FunctionInfo
 from .toolheaders import HeaderParam, header_params
-from .typeschema import is_structured, schema_for, to_jsonable
+from .typeschema import hoist_defs, is_structured, schema_for, to_jsonable
 from .validation import SchemaViolation, Validator
-from .wire import McpError
+from .wire import McpError, ToolError
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,7 @@ class Tool:
         cache: CacheHints | None = None,
         inline: bool = False,
         scopes: Sequence[str] = (),
+        strict: bool | None = None,
     ) -> None:
         self.info = FunctionInfo(fn, inline=inline)
         self.scopes = tuple(scopes)  # what a caller's token needs, on an authenticated transport
@@ -62,20 +65,23 @@ class Tool:
             raise ValueError(f"tool {self.key!r}: an input schema needs \"type\": \"object\" at its root")
         self.input_schema = input_schema if input_schema is not None else self.info.input_schema()
         self.validator = Validator(self.input_schema)
+        self.strict = strict  # None: the server's choice (`Server(strict=...)`)
+        self.coercible = could_coerce(self.input_schema)
         self.headers: tuple[HeaderParam, ...] = header_params(self.key, self.input_schema)
         self.route = Route("tools/call", "name", self.headers, target=self)  # what Dispatcher.route answers for it
         self.structured = output_schema is not None or (
             is_structured(self.info.return_hint) and not _is_content_type(self.info.return_hint)
         )
         if output_schema is None and self.structured:
-            output_schema = schema_for(self.info.return_hint)
+            output_schema = hoist_defs(schema_for(self.info.return_hint))
         self.output_schema = output_schema
         self.requires = requires or {}
         self.cache = cache or CacheHints()
         entry: dict[str, Any] = {"name": self.key}
         if title:
             entry["title"] = title
-        entry["description"] = description or self.info.doc or ""
+        if description or self.info.doc:  # no description is omitted, not sent empty
+            entry["description"] = description or self.info.doc
         entry["inputSchema"] = self.input_schema
         if output_schema is not None:
             entry["outputSchema"] = output_schema
@@ -92,10 +98,14 @@ class Tool:
         """Run the tool and return a `CallToolResult` body (without resultType/_meta)."""
         if self.requires:
             context.require_capability(**self.requires)
+        notes: list[str] = []
+        if self.coercible and not (self.strict if self.strict is not None else context.strict):
+            arguments, notes = coerce(arguments, self.input_schema)
         try:
             self.validator.validate(arguments)
         except SchemaViolation as violation:
-            return _error_result(f"Invalid arguments for tool {self.key!r}: {violation}")
+            hint = f" ({notes[0]})" if notes else ""
+            return _error_result(f"Invalid arguments for tool {self.key!r}: {violation}{hint}")
         try:
             kwargs = arguments if self.raw_schema else self.info.convert(arguments)
         except ValueError as error:
@@ -104,9 +114,15 @@ class Tool:
             value = await self.info.invoke(dict(kwargs), context)
         except (McpError, InputRequired):
             raise
-        except Exception as error:  # the tool failed: tell the model, keep serving
-            log.exception("tool %r raised; the client gets an isError result", self.key)
-            return _error_result(f"Error in tool {self.key!r}: {type(error).__name__}: {error}")
+        except ToolError as error:  # a failure the tool explains to the model
+            return _error_result(str(error))
+        except Exception as error:  # a bug in the tool: log it, tell the model, keep serving
+            if not context.masks_errors:
+                log.exception("tool %r raised; the client gets an isError result", self.key)
+                return _error_result(f"Error in tool {self.key!r}: {type(error).__name__}: {error}")
+            reference = secrets.token_hex(4)
+            log.exception("tool %r raised (reference %s); the client gets a masked isError result", self.key, reference)
+            return _error_result(f"Error in tool {self.key!r}: an internal error occurred (reference {reference})")
         return self.shape(value)
 
     def shape(self, value: Any) -> dict[str, Any]:

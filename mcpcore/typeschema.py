@@ -3,18 +3,30 @@
 `schema_for(hint)` builds the schema a tool advertises for a parameter or a
 return annotation; `converter_for(hint)` builds the function that turns the
 validated JSON value into what the Python function expects (dataclasses,
-enums, tuples). Both run once, at registration, never per call.
+enums, tuples, dates, UUIDs, decimals, paths, bytes, pydantic models). Both run
+once, at registration, never per call. `Annotated` metadata may be a
+description string, a dict of JSON Schema keywords, a `Field`, or
+annotated-types constraints (`Ge`, `MaxLen`, ..., read by their attributes,
+never imported); anything else is refused at registration. Pydantic models are
+recognised by their methods (`model_json_schema`, `model_validate`), so pydantic
+is never imported either.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
+import datetime
+import decimal
 import enum
 import functools
 import operator
+import pathlib
 import sys
 import types
 import typing
+import uuid
 from typing import Any, Callable, Literal, Union, is_typeddict
 
 from .validation import Validator
@@ -39,13 +51,123 @@ def _identity(value: Any) -> Any:
     return value
 
 
+def _datetime(value: str) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value)
+
+
+def _time(value: str) -> datetime.time:
+    return datetime.time.fromisoformat(value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value)
+
+
+def _decimal(value: Any) -> decimal.Decimal:
+    try:
+        return decimal.Decimal(str(value))
+    except decimal.InvalidOperation:
+        raise ValueError(f"{value!r} is not a decimal number") from None
+
+
+def _bytes(value: str) -> bytes:
+    try:
+        return base64.b64decode(value, validate=True)
+    except binascii.Error:
+        raise ValueError("is not valid base64") from None
+
+
+_DECIMAL_TEXT = r"^-?[0-9]+(\.[0-9]+)?$"
+# Types carried as JSON strings: their schema, and the converter from the JSON value.
+_TEXTUAL: dict[Any, tuple[dict[str, Any], Converter]] = {
+    datetime.datetime: ({"type": "string", "format": "date-time"}, _datetime),
+    datetime.date: ({"type": "string", "format": "date"}, datetime.date.fromisoformat),
+    datetime.time: ({"type": "string", "format": "time"}, _time),
+    uuid.UUID: ({"type": "string", "format": "uuid"}, uuid.UUID),
+    decimal.Decimal: ({"anyOf": [{"type": "number"}, {"type": "string", "pattern": _DECIMAL_TEXT}]}, _decimal),
+    pathlib.Path: ({"type": "string"}, pathlib.Path),
+    pathlib.PurePath: ({"type": "string"}, pathlib.PurePath),
+    bytes: ({"type": "string", "contentEncoding": "base64"}, _bytes),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    """Constraints and a description for a parameter: `Annotated[int, Field("how many", ge=1, le=10)]`."""
+
+    description: str | None = None
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+    multiple_of: float | None = None
+    min_length: int | None = None
+    max_length: int | None = None
+    pattern: str | None = None
+    examples: tuple[Any, ...] | None = None
+
+
+_BOUNDS = {"ge": "minimum", "gt": "exclusiveMinimum", "le": "maximum", "lt": "exclusiveMaximum",
+           "multiple_of": "multipleOf", "pattern": "pattern"}
+_LENGTHS = {"string": ("minLength", "maxLength"), "array": ("minItems", "maxItems"),
+            "object": ("minProperties", "maxProperties")}
+
+
+def is_model(hint: Any) -> bool:
+    """A pydantic (v2) model class, recognised by its methods."""
+    return isinstance(hint, type) and callable(getattr(hint, "model_json_schema", None)) \
+        and callable(getattr(hint, "model_validate", None))
+
+
 def split_annotated(hint: Any) -> tuple[Any, str | None]:
-    """`Annotated[T, "description"]` → (T, "description")."""
+    """`Annotated[T, "description", ...]` → (T, its description)."""
     if typing.get_origin(hint) is typing.Annotated:
         base, *extras = typing.get_args(hint)
-        text = next((e for e in extras if isinstance(e, str)), None)
-        return base, text
+        return base, _annotation(base, extras)[0]
     return hint, None
+
+
+def _annotation(base: Any, extras: list[Any]) -> tuple[str | None, list[tuple[str, Any]]]:
+    """The description and the constraints (name, value) an `Annotated` hint's metadata holds."""
+    description: str | None = None
+    constraints: list[tuple[str, Any]] = []
+    for extra in extras:
+        if isinstance(extra, str):
+            description = description or extra
+        elif isinstance(extra, dict):
+            constraints += [("keyword", item) for item in extra.items()]
+        elif isinstance(extra, Field):
+            description = description or extra.description
+            constraints += [(name, value) for name, value in dataclasses.asdict(extra).items()
+                            if value is not None and name != "description"]
+        elif isinstance(getattr(extra, "metadata", None), list):  # a pydantic FieldInfo
+            text, inner = _annotation(base, [getattr(extra, "description", None) or "", *extra.metadata])
+            description, constraints = description or text or None, constraints + inner
+        else:
+            found = [(name, getattr(extra, name)) for name in (*_BOUNDS, "min_length", "max_length")
+                     if getattr(extra, name, None) is not None]
+            if not found:
+                raise TypeError(f"Annotated[{_type_label(base)}, {extra!r}]: mcpcore reads descriptions (str), "
+                                "JSON Schema keywords (dict), mcpcore.Field and annotated-types bounds, not this")
+            constraints += found
+    return description, constraints
+
+
+def _constrained(schema: dict[str, Any], constraints: list[tuple[str, Any]], base: Any) -> dict[str, Any]:
+    schema = dict(schema)
+    for name, value in constraints:
+        if name == "keyword":
+            schema[value[0]] = value[1]
+        elif name == "examples":
+            schema["examples"] = list(value)
+        elif name in _BOUNDS:
+            schema[_BOUNDS[name]] = value
+        else:
+            lengths = _LENGTHS.get(schema.get("type"))  # type: ignore[arg-type]
+            if lengths is None:
+                raise TypeError(f"{name} applies to strings, lists and dicts, not {_type_label(base)}")
+            schema[lengths[name == "max_length"]] = value
+    return schema
+
+
+def _type_label(hint: Any) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
 
 
 def _is_union(origin: Any) -> bool:
@@ -64,22 +186,21 @@ def is_structured(hint: Any) -> bool:
         or origin is dict
         or is_typeddict(hint)
         or (isinstance(hint, type) and dataclasses.is_dataclass(hint))
+        or is_model(hint)
     )
 
 
 def schema_for(hint: Any) -> dict[str, Any]:
     """The JSON Schema for one type hint (raises TypeError for unsupported hints)."""
-    hint, description = split_annotated(hint)
-    schema = _schema(hint, frozenset())
-    if description:
-        schema = {**schema, "description": description}
-    return schema
+    return _schema(hint, frozenset())
 
 
 def _schema(hint: Any, seen: frozenset[Any]) -> dict[str, Any]:
-    hint, description = split_annotated(hint)
-    if description is not None:
-        return {**_schema(hint, seen), "description": description}
+    if typing.get_origin(hint) is typing.Annotated:
+        base, *extras = typing.get_args(hint)
+        description, constraints = _annotation(base, extras)
+        schema = _constrained(_schema(base, seen), constraints, base)
+        return {**schema, "description": description} if description else schema
     if hint is None:
         hint = type(None)
     if type(hint) is type or hint is Any:  # not isinstance: on 3.10 `list[X]` passes for a type, unhashable
@@ -116,6 +237,10 @@ def _schema(hint: Any, seen: frozenset[Any]) -> dict[str, Any]:
         return schema
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return {"enum": [member.value for member in hint]}
+    if hint in _TEXTUAL:
+        return dict(_TEXTUAL[hint][0])
+    if is_model(hint):
+        return hint.model_json_schema()  # its `$defs` are hoisted to the root by `hoist_defs`
     if isinstance(hint, type) and hint in seen:
         raise TypeError(f"recursive type {hint!r} is not supported in a generated schema")
     if is_typeddict(hint):
@@ -225,6 +350,10 @@ def converter_for(hint: Any) -> Converter:
         return functools.partial(_literal_member, args)
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return hint
+    if hint in _TEXTUAL:
+        return _TEXTUAL[hint][1]
+    if is_model(hint):
+        return hint.model_validate  # its ValidationError is a ValueError
     if hint is float:
         return float
     if hint is int:
@@ -271,8 +400,41 @@ def _convert_union(value: Any, members: list[tuple[Any, Converter]]) -> Any:
     return value
 
 
+def hoist_defs(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with the `$defs` of nested subschemas (pydantic models') moved to its root, where
+    their `#/$defs/...` references point (TypeError when two differ under one name)."""
+    found: dict[str, Any] = {}
+
+    def lift(node: Any, root: bool) -> Any:
+        if isinstance(node, list):
+            return [lift(item, False) for item in node]
+        if not isinstance(node, dict):
+            return node
+        node = dict(node)
+        defs = node.pop("$defs", None) if not root else None
+        for name, definition in (defs or {}).items():
+            definition = lift(definition, False)
+            if found.setdefault(name, definition) != definition:
+                raise TypeError(f"two different schemas are both named {name!r}; rename one of the models")
+        return {key: value if key in ("const", "enum", "default", "examples") else lift(value, False)
+                for key, value in node.items()}
+
+    lifted = lift(schema, True)
+    if found:
+        lifted["$defs"] = {**found, **lifted.get("$defs", {})}
+    return lifted
+
+
 def to_jsonable(value: Any) -> Any:
-    """Dataclasses, enums, tuples and sets to plain JSON values (for structured output)."""
+    """Dataclasses, models, enums, dates, tuples and sets to plain JSON values (for structured output)."""
+    if hasattr(value, "model_dump") and is_model(type(value)):
+        return value.model_dump(mode="json")
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, (uuid.UUID, decimal.Decimal, pathlib.PurePath)):
+        return str(value)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, enum.Enum):

@@ -54,6 +54,21 @@ class McpError(Exception):
         return error
 
 
+class ToolError(Exception):
+    """A tool's failure the model should read: its message becomes the `isError` result's text as is.
+
+    Any other exception from a tool is a bug: its traceback goes to the log and, with
+    `Server(mask_errors=True)`, the model sees only a generic message and a reference.
+    """
+
+
+class InvalidParams(McpError):
+    """The request's parameters are wrong (-32602), e.g. `raise InvalidParams("unknown city", {"city": c})`."""
+
+    def __init__(self, message: str, data: Any = None) -> None:
+        super().__init__(INVALID_PARAMS, message, data)
+
+
 class ResourceNotFound(McpError):
     """No resource or template matches a URI (-32602 on the modern wire, -32002 on the legacy one)."""
 
@@ -62,7 +77,7 @@ class ResourceNotFound(McpError):
 
 
 def invalid_params(message: str, data: Any = None) -> McpError:
-    return McpError(INVALID_PARAMS, message, data)
+    return InvalidParams(message, data)
 
 
 def request_params(message: dict[str, Any]) -> dict[str, Any]:

@@ -32,8 +32,9 @@ async def test_readme_example_server_answers_as_documented() -> None:
     assert [t["name"] for t in tools["tools"]] == ["forecast", "slow_report", "raw"]
     called = await result_of(server, request("tools/call", name="forecast", arguments={"city": "Paris"}))
     assert called["structuredContent"] == {"city": "Paris", "high": 21.5, "unit": "c"}
-    bad = await result_of(server, request("tools/call", name="forecast", arguments={"city": "Paris", "days": "2"}))
-    assert bad["isError"] and "days: expected integer, got string" in bad["content"][0]["text"]
+    bad = await result_of(server, request("tools/call", name="forecast", arguments={"city": "Paris", "days": "two"}))
+    assert bad["isError"] and "days: expected integer, got string (days: the string 'two' does not read as integer)" \
+        in bad["content"][0]["text"]
     atlantis = await result_of(server, request("tools/call", name="forecast", arguments={"city": "Atlantis"}))
     assert atlantis["isError"] and "no weather under the sea" in atlantis["content"][0]["text"]
     today = await result_of(server, request("resources/read", uri="weather://city/Oslo/today"))

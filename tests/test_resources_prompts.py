@@ -468,7 +468,7 @@ async def test_prompts_list_describes_arguments_with_annotated_descriptions_and_
                 {"name": "focus", "required": False},
             ],
         },
-        {"name": "plain", "description": ""},
+        {"name": "plain"},  # no docstring: no description, not an empty one
     ]
 
 

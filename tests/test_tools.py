@@ -443,7 +443,8 @@ async def test_argument_of_the_wrong_type_is_an_error_result_naming_the_field_an
     result = await call(server, "repeat", {"text": "ab", "times": "three"})
     assert result["isError"] is True
     assert result["content"] == [
-        {"type": "text", "text": "Invalid arguments for tool 'repeat': times: expected integer, got string"}
+        {"type": "text", "text": "Invalid arguments for tool 'repeat': times: expected integer, got string "
+                                 "(times: the string 'three' does not read as integer)"}
     ]
 
 
@@ -492,11 +493,14 @@ async def test_nested_invalid_argument_is_named_by_its_path() -> None:
     def area(shape: Shape) -> str:
         return shape.name
 
-    result = await call(server, "area", {"shape": {"name": "tri", "corners": [{"x": 1}, {"x": "2"}]}})
+    result = await call(server, "area", {"shape": {"name": "tri", "corners": [{"x": 1}, {"x": "two"}]}})
     assert result["isError"] is True
     assert result["content"][0]["text"] == (
-        "Invalid arguments for tool 'area': shape.corners[1].x: expected integer, got string"
+        "Invalid arguments for tool 'area': shape.corners[1].x: expected integer, got string "
+        "(shape.corners[1].x: the string 'two' does not read as integer)"
     )
+    coerced = await call(server, "area", {"shape": {"name": "tri", "corners": [{"x": 1}, {"x": "2"}]}})
+    assert coerced["content"][0]["text"] == "tri"  # "2" read as 2 at the same depth
 
 
 @pytest.mark.parametrize("arguments", [["a"], "text", 3])

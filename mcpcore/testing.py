@@ -1,0 +1,365 @@
+"""`mcpcore.testing.Client`: test your server as a client would, in memory (no socket, no subprocess).
+
+    async with Client(server) as client:
+        result = await client.call_tool("echo", {"text": "hi"})
+        assert result.text == "hi"
+
+Theory of operation. The client builds each request the way a conforming client
+does (on the 2026-07-28 wire with the `_meta` block, on a 2025-era one after an
+`initialize` that opens a session) and hands it to `server.handle` with a writer
+of its own, exactly as a transport would, so what a test sees is what a client
+would get. A JSON-RPC error raises `McpError` (`InvalidParams` for -32602); a
+tool's `isError` result does not. What the server asks of the client is answered by the callbacks given:
+`elicit` (a form or URL elicitation's params → its result), `sample` (a sampling
+request's params → a `CreateMessageResult`) and `roots` (a list of root URIs).
+The client declares exactly the capabilities its callbacks cover, and on the
+2026 wire retries an `input_required` result with the answers and the sealed
+state, as many rounds as the server asks; on a 2025-era wire it answers the
+session's server-to-client requests. Progress and log notifications go to
+`on_progress` / `on_log` and are kept on each `Outcome`. `strict=True` checks
+every message against the era's official JSON Schema (needs `jsonschema`).
+`Client.sync()` gives the same methods for code without an event loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Iterator, Mapping, Sequence
+
+import orjson
+
+from .call import Call
+from .server import Server
+from .session import Session
+from .wire import (
+    INVALID_PARAMS,
+    LEGACY_VERSIONS,
+    META_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_LOG_LEVEL,
+    META_VERSION,
+    MODERN_VERSIONS,
+    InvalidParams,
+    McpError,
+)
+
+__all__ = ["Client", "Outcome"]
+
+Answer = Callable[[dict[str, Any]], "Any | Awaitable[Any]"]
+Listener = Callable[[dict[str, Any]], "Any | Awaitable[Any]"]
+MAX_ROUNDS = 16  # input_required rounds before the client gives up on a server that keeps asking
+CLIENT_INFO = {"name": "mcpcore-testing", "version": "1"}
+
+
+@dataclass
+class Outcome:
+    """One request's result with the notifications that came before it."""
+
+    result: dict[str, Any]
+    notifications: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def content(self) -> list[dict[str, Any]]:
+        return self.result.get("content", [])
+
+    @property
+    def structured(self) -> Any:
+        """A tool's `structuredContent` (None without one)."""
+        return self.result.get("structuredContent")
+
+    @property
+    def is_error(self) -> bool:
+        return bool(self.result.get("isError"))
+
+    @property
+    def text(self) -> str:
+        """The text items of the content, joined by newlines."""
+        return "\n".join(item["text"] for item in self.content if item.get("type") == "text")
+
+    @property
+    def progress(self) -> list[dict[str, Any]]:
+        """The params of each progress notification, in order."""
+        return [n["params"] for n in self.notifications if n.get("method") == "notifications/progress"]
+
+    @property
+    def logs(self) -> list[dict[str, Any]]:
+        """The params of each log message notification, in order."""
+        return [n["params"] for n in self.notifications if n.get("method") == "notifications/message"]
+
+
+async def _call(fn: Callable[..., Any], *args: Any) -> Any:
+    value = fn(*args)
+    return await value if inspect.isawaitable(value) else value
+
+
+class _Recorder:
+    """The writer of one in-memory call: notifications to the listeners, server requests answered."""
+
+    def __init__(self, client: Client, session: Session | None) -> None:
+        self.client = client
+        self.session = session
+        self.notifications: list[dict[str, Any]] = []
+        self.response: dict[str, Any] | None = None
+        self.broken: Exception | None = None  # the first notification that broke the schema (strict mode)
+
+    async def notify(self, message: bytes) -> None:
+        parsed = orjson.loads(message)
+        try:
+            self.client._checked(parsed)
+        except Exception as broken:  # raised after the call: raised here, the tool would swallow it
+            self.broken = self.broken or broken
+        if "id" in parsed and "method" in parsed:  # a 2025-era server-to-client request
+            assert self.session is not None, "a server request outside a session"
+            self.session.deliver(await self.client._answer_request(parsed))
+            return
+        self.notifications.append(parsed)
+        await self.client._heard(parsed)
+
+    async def respond(self, message: bytes, error_code: int | None = None) -> None:
+        self.response = orjson.loads(message)
+
+
+class Client:
+    """An in-memory MCP client for `server` (see the module docstring)."""
+
+    def __init__(
+        self,
+        server: Server,
+        *,
+        era: str = MODERN_VERSIONS[0],
+        elicit: Answer | None = None,
+        sample: Answer | None = None,
+        roots: Sequence[str] | None = None,
+        on_progress: Listener | None = None,
+        on_log: Listener | None = None,
+        log_level: str | None = None,
+        principal: str | None = None,
+        auth: Any = None,
+        strict: bool = False,
+        client_info: Mapping[str, Any] = CLIENT_INFO,
+    ) -> None:
+        if era not in (*MODERN_VERSIONS, *LEGACY_VERSIONS):
+            raise ValueError(f"unknown protocol version {era!r}; one of {', '.join((*MODERN_VERSIONS, *LEGACY_VERSIONS))}")
+        self.server = server
+        self.era = era
+        self.legacy = era in LEGACY_VERSIONS
+        self.elicit, self.sample, self.roots = elicit, sample, roots
+        self.on_progress, self.on_log = on_progress, on_log
+        self.log_level = log_level
+        self.principal, self.auth = (principal if principal is not None else getattr(auth, "subject", None)), auth
+        self.client_info = dict(client_info)
+        self.capabilities = self._capabilities()
+        self.session: Session | None = None  # the 2025-era session, once initialized
+        self.server_info: dict[str, Any] = {}  # what initialize or server/discover said
+        self._validate = _validator(era) if strict else None
+        self._ids = itertools.count(1)
+        self._entered = False
+
+    def _capabilities(self) -> dict[str, Any]:
+        declared: dict[str, Any] = {}
+        if self.elicit is not None:
+            declared["elicitation"] = {"form": {}, "url": {}}
+        if self.sample is not None:
+            declared["sampling"] = {}
+        if self.roots is not None:
+            declared["roots"] = {} if not self.legacy else {"listChanged": False}
+        return declared
+
+    # -- lifetime -------------------------------------------------------------
+
+    async def __aenter__(self) -> Client:
+        await self.server.lifespan.__aenter__()
+        self._entered = True
+        try:
+            if self.legacy:
+                await self._initialize()
+        except BaseException:
+            await self.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        if self.session is not None:
+            self.session.close()
+        if self._entered:
+            self._entered = False
+            await self.server.lifespan.__aexit__(*exc_info)
+
+    async def _initialize(self) -> None:
+        self.session = Session(None, self.principal)
+        params = {"protocolVersion": self.era, "capabilities": self.capabilities, "clientInfo": self.client_info}
+        self.server_info = (await self.request("initialize", params)).result
+        await self.notify("notifications/initialized")
+        if self.log_level is not None:
+            await self.request("logging/setLevel", {"level": self.log_level})
+
+    @contextlib.contextmanager
+    def sync(self) -> Iterator[_SyncClient]:
+        """The client for code without an event loop: the same methods, called plainly."""
+        from anyio.from_thread import start_blocking_portal
+
+        with start_blocking_portal() as portal:
+            portal.call(self.__aenter__)
+            try:
+                yield _SyncClient(self, portal)
+            finally:
+                portal.call(self.__aexit__, None, None, None)
+
+    # -- the protocol ---------------------------------------------------------
+
+    async def request(self, method: str, params: Mapping[str, Any] | None = None, *, progress: bool = False) -> Outcome:
+        """Send one request (with its input rounds); its result and notifications. Errors raise `McpError`."""
+        params = dict(params or {})
+        heard: list[dict[str, Any]] = []
+        for _ in range(MAX_ROUNDS):
+            recorder = await self._send(method, params, progress)
+            heard += recorder.notifications
+            response = recorder.response
+            assert response is not None, f"the server sent no response to {method}"
+            if "error" in response:
+                error = response["error"]
+                code, text, data = error.get("code", 0), error.get("message", ""), error.get("data")
+                raise InvalidParams(text, data) if code == INVALID_PARAMS else McpError(code, text, data)
+            result = response["result"]
+            if result.get("resultType") != "input_required":
+                return Outcome(result, heard)
+            params["inputResponses"] = {name: (await self._answer_request(asked))["result"]
+                                        for name, asked in (result.get("inputRequests") or {}).items()}
+            params["requestState"] = result.get("requestState")
+        raise AssertionError(f"the server asked for input {MAX_ROUNDS} times in a row for one {method}")
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
+        """Send a notification (2025-era sessions: it reaches the session)."""
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": dict(params or {})}
+        if self.session is not None:
+            self.server.dispatcher.legacy.notified(self.session, message)
+
+    async def _send(self, method: str, params: dict[str, Any], progress: bool) -> _Recorder:
+        request_id = next(self._ids)
+        params = dict(params)
+        meta = dict(params.pop("_meta", None) or {})
+        if not self.legacy:
+            meta.setdefault(META_VERSION, self.era)
+            meta.setdefault(META_CAPABILITIES, self.capabilities)
+            meta.setdefault(META_CLIENT_INFO, self.client_info)
+            if self.log_level is not None:
+                meta.setdefault(META_LOG_LEVEL, self.log_level)
+        if progress or self.on_progress is not None:
+            meta.setdefault("progressToken", f"progress-{request_id}")
+        if meta:
+            params["_meta"] = meta
+        message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        recorder = _Recorder(self, self.session)
+        await self.server.handle(Call(message, principal=self.principal, auth=self.auth, session=self.session), recorder)
+        if recorder.broken is not None:
+            raise recorder.broken
+        if recorder.response is not None:
+            self._checked(recorder.response, method)
+        return recorder
+
+    async def _answer_request(self, asked: dict[str, Any]) -> dict[str, Any]:
+        """The response to what the server asked (a server-to-client request, or an input request)."""
+        method, params = asked.get("method"), asked.get("params") or {}
+        if method == "elicitation/create" and self.elicit is not None:
+            result = await _call(self.elicit, params)
+        elif method == "sampling/createMessage" and self.sample is not None:
+            result = await _call(self.sample, params)
+        elif method == "roots/list" and self.roots is not None:
+            result = {"roots": [{"uri": uri} for uri in self.roots]}
+        elif method == "ping":
+            result = {}
+        else:
+            raise AssertionError(f"the server asked {method!r} and this client has no callback for it")
+        return {"jsonrpc": "2.0", "id": asked.get("id"), "result": result}
+
+    async def _heard(self, notification: dict[str, Any]) -> None:
+        method = notification.get("method")
+        if method == "notifications/progress" and self.on_progress is not None:
+            await _call(self.on_progress, notification["params"])
+        elif method == "notifications/message" and self.on_log is not None:
+            await _call(self.on_log, notification["params"])
+
+    def _checked(self, message: dict[str, Any], method: str | None = None) -> dict[str, Any]:
+        if self._validate is not None:
+            self._validate(message, method)
+        return message
+
+    # -- the methods people call ---------------------------------------------
+
+    async def discover(self) -> dict[str, Any]:
+        """`server/discover` (2026-07-28), or what `initialize` answered (2025 eras)."""
+        if self.legacy:
+            return self.server_info
+        self.server_info = (await self.request("server/discover")).result
+        return self.server_info
+
+    async def _pages(self, method: str, key: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        cursor = None
+        while True:
+            result = (await self.request(method, {"cursor": cursor} if cursor else None)).result
+            items += result.get(key, [])
+            cursor = result.get("nextCursor")
+            if not cursor:
+                return items
+
+    async def list_tools(self) -> list[dict[str, Any]]:
+        """Every tool, all pages followed."""
+        return await self._pages("tools/list", "tools")
+
+    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None, *, progress: bool = False) -> Outcome:
+        """Call a tool. `progress=True` asks for progress notifications (as `on_progress` does)."""
+        return await self.request("tools/call", {"name": name, "arguments": dict(arguments or {})}, progress=progress)
+
+    async def list_resources(self) -> list[dict[str, Any]]:
+        return await self._pages("resources/list", "resources")
+
+    async def list_resource_templates(self) -> list[dict[str, Any]]:
+        return await self._pages("resources/templates/list", "resourceTemplates")
+
+    async def read_resource(self, uri: str) -> list[dict[str, Any]]:
+        """A resource's contents."""
+        return (await self.request("resources/read", {"uri": uri})).result["contents"]
+
+    async def list_prompts(self) -> list[dict[str, Any]]:
+        return await self._pages("prompts/list", "prompts")
+
+    async def get_prompt(self, name: str, arguments: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """A prompt's result (`description`, `messages`)."""
+        return (await self.request("prompts/get", {"name": name, "arguments": dict(arguments or {})})).result
+
+    async def complete(self, ref: Mapping[str, Any], argument: str, value: str,
+                       context: Mapping[str, str] | None = None) -> list[str]:
+        """Completion values for one argument of a prompt (`{"type": "ref/prompt", "name": ...}`) or a
+        resource template (`{"type": "ref/resource", "uri": ...}`)."""
+        params: dict[str, Any] = {"ref": dict(ref), "argument": {"name": argument, "value": value}}
+        if context:
+            params["context"] = {"arguments": dict(context)}
+        return (await self.request("completion/complete", params)).result["completion"]["values"]
+
+
+class _SyncClient:
+    """`Client.sync()`: each coroutine method of the client, run to completion in a portal."""
+
+    def __init__(self, client: Client, portal: Any) -> None:
+        self._client, self._portal = client, portal
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._client, name)
+        if not inspect.iscoroutinefunction(attribute):
+            return attribute
+        return lambda *args, **kwargs: self._portal.call(lambda: attribute(*args, **kwargs))
+
+
+def _validator(era: str) -> Callable[[dict[str, Any], str | None], Any]:
+    """Checks a server's message against the official schema of `era` (jsonschema must be installed)."""
+    try:
+        import jsonschema  # noqa: F401
+    except ImportError:
+        raise ImportError("Client(strict=True) needs the jsonschema package: pip install jsonschema") from None
+    from .schemas import check, check_legacy
+
+    return check_legacy if era in LEGACY_VERSIONS else check

@@ -1,0 +1,53 @@
+"""The inner-loop commands (`mcpcore inspect`, `call`, `read`, `prompt`) as a user runs them: real subprocesses."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import orjson
+
+from conftest import ROOT
+
+ECHO = str(ROOT / "examples" / "echo_server.py")
+ASK = str(ROOT / "examples" / "ask_server.py")
+
+
+def mcpcore(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mcpcore", *args], capture_output=True, text=True, input=stdin,
+                          timeout=60, cwd=ROOT)
+
+
+def test_inspect_lists_tools_with_their_arguments_resources_and_prompts() -> None:
+    shown = mcpcore("inspect", ECHO)
+    assert shown.returncode == 0, shown.stderr
+    assert "tools (" in shown.stdout and "  echo  — Return the text unchanged." in shown.stdout
+    assert "      text: string" in shown.stdout and "demo://readme" in shown.stdout and "summarize" in shown.stdout
+    listed = orjson.loads(mcpcore("inspect", ECHO, "--json").stdout)
+    assert [t["name"] for t in listed["tools"]][:2] == ["echo", "progress"]
+    assert listed["tools"][0]["inputSchema"]["required"] == ["text"]
+
+
+def test_call_prints_the_answer_and_progress_and_fails_on_an_error() -> None:
+    echoed = mcpcore("call", ECHO, "echo", "text=hello there")
+    assert echoed.returncode == 0 and echoed.stdout == "hello there\n", echoed.stderr
+    stepped = mcpcore("call", ECHO, "progress")
+    assert stepped.stdout == "done\n" and "progress 3/3: step 3 of 3" in stepped.stderr
+    unknown = mcpcore("call", ECHO, "nope")
+    assert unknown.returncode == 1 and "error -32602" in unknown.stderr
+    malformed = mcpcore("call", ECHO, "echo", "text")
+    assert malformed.returncode == 2 and "'text' is not key=value" in malformed.stderr
+
+
+def test_call_asks_an_elicitation_on_the_terminal() -> None:
+    answered = mcpcore("call", ASK, "greet", stdin="Ada\n")
+    assert answered.returncode == 0 and answered.stdout == "Hello, Ada!\n", answered.stderr
+    assert "What is your name?" in answered.stderr
+    declined = mcpcore("call", ASK, "greet", stdin="\n")
+    assert declined.stdout == "No problem, maybe another time.\n"
+
+
+def test_read_and_prompt() -> None:
+    assert mcpcore("read", ECHO, "demo://readme").stdout == "This server echoes text and reports progress.\n"
+    got = mcpcore("prompt", ECHO, "summarize", "text=true")
+    assert got.returncode == 0 and got.stdout == "[user] Summarize this in one sentence:\n\ntrue\n", got.stderr

@@ -1,0 +1,223 @@
+"""`mcpcore.testing.Client`: a user's in-memory client, on both eras, with its callbacks and strict mode."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, AsyncIterator
+
+import pytest
+
+from mcpcore import Context, Elicit, InputRequired, ListRoots, McpError, Sample, Server
+from mcpcore.testing import Client
+
+pytestmark = pytest.mark.anyio
+
+ERAS = ["2026-07-28", "2025-11-25", "2025-06-18"]
+FORM = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+def app(events: list[str] | None = None) -> Server:
+    @contextlib.asynccontextmanager
+    async def lifespan(server: Server) -> AsyncIterator[dict[str, str]]:
+        if events is not None:
+            events.append("start")
+        yield {"greeting": "hello"}
+        if events is not None:
+            events.append("stop")
+
+    server = Server("tested", version="2.0.0", page_size=2, lifespan=lifespan)
+
+    @server.tool
+    def echo(text: str) -> str:
+        """Say it back."""
+        return text
+
+    @server.tool
+    async def steps(ctx: Context) -> str:
+        await ctx.progress(1, total=2, message="half")
+        await ctx.info("working")
+        await ctx.progress(2, total=2)
+        return ctx.lifespan["greeting"]
+
+    @server.tool
+    def greet(ctx: Context) -> str:
+        answer = ctx.answer("name")
+        if answer is None:
+            raise InputRequired(name=Elicit("Your name?", FORM))
+        return f"Hello, {answer.content['name']}!" if answer.accepted else "declined"
+
+    @server.tool
+    def summarize(ctx: Context) -> str:
+        summary, roots = ctx.answer("summary"), ctx.answer("roots")
+        if summary is None or roots is None:
+            raise InputRequired(summary=Sample("Summarize"), roots=ListRoots())
+        return f"{summary.text} over {', '.join(root.uri for root in roots)}"
+
+    @server.tool
+    def fails() -> str:
+        raise ValueError("inside")
+
+    @server.resource("demo://note", mime_type="text/plain")
+    def note() -> str:
+        return "a note"
+
+    @server.prompt
+    def ask(topic: str) -> str:
+        """Ask about a topic."""
+        return f"Tell me about {topic}"
+
+    return server
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_calls_lists_reads_and_prompts_on_every_era(era: str) -> None:
+    events: list[str] = []
+    async with Client(app(events), era=era, strict=True) as client:
+        assert events == ["start"]
+        assert (await client.call_tool("echo", {"text": "hi"})).text == "hi"
+        tools = await client.list_tools()  # three pages of two
+        assert [t["name"] for t in tools] == ["echo", "steps", "greet", "summarize", "fails"]
+        assert (await client.read_resource("demo://note"))[0]["text"] == "a note"
+        prompt = await client.get_prompt("ask", {"topic": "owls"})
+        assert prompt["messages"][0]["content"]["text"] == "Tell me about owls"
+        assert [p["name"] for p in await client.list_prompts()] == ["ask"]
+        info = await client.discover()
+        assert "tools" in info["capabilities"]
+    assert events == ["start", "stop"]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_progress_and_logs_reach_the_callbacks_and_the_outcome(era: str) -> None:
+    heard: list[Any] = []
+    async with Client(app(), era=era, on_progress=heard.append, log_level="info", strict=True) as client:
+        outcome = await client.call_tool("steps")
+    assert outcome.text == "hello"
+    assert [p["progress"] for p in outcome.progress] == [1, 2] and heard == outcome.progress
+    assert outcome.progress[0]["message"] == "half"
+    assert [log["data"] for log in outcome.logs] == ["working"]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_elicitation_is_answered_by_the_callback(era: str) -> None:
+    asked: list[dict[str, Any]] = []
+
+    async def elicit(params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params)
+        return {"action": "accept", "content": {"name": "Ada"}}
+
+    async with Client(app(), era=era, elicit=elicit, strict=True) as client:
+        assert (await client.call_tool("greet")).text == "Hello, Ada!"
+    assert asked[0]["message"] == "Your name?" and asked[0]["requestedSchema"] == FORM
+
+
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
+async def test_sampling_and_roots_are_answered_too(era: str) -> None:
+    def sample(params: dict[str, Any]) -> dict[str, Any]:
+        assert params["messages"][0]["content"]["text"] == "Summarize"
+        return {"role": "assistant", "content": {"type": "text", "text": "short"}, "model": "test"}
+
+    async with Client(app(), era=era, sample=sample, roots=["file:///work"], strict=True) as client:
+        assert (await client.call_tool("summarize")).text == "short over file:///work"
+
+
+async def test_a_client_without_the_callback_gets_the_servers_missing_capability_error() -> None:
+    async with Client(app()) as client:
+        with pytest.raises(McpError) as refused:
+            await client.call_tool("greet")
+    assert refused.value.code == -32021 and refused.value.data["requiredCapabilities"] == {"elicitation": {"form": {}}}
+
+
+async def test_protocol_errors_raise_and_tool_errors_do_not() -> None:
+    async with Client(app()) as client:
+        with pytest.raises(McpError) as unknown:
+            await client.call_tool("nope")
+        assert unknown.value.code == -32602
+        failed = await client.call_tool("fails")
+    assert failed.is_error and "inside" in failed.text
+
+
+async def test_strict_mode_catches_a_message_that_breaks_the_schema() -> None:
+    server = Server("sloppy")
+
+    @server.tool
+    async def half(ctx: Context) -> str:
+        await ctx.progress("half")  # type: ignore[arg-type]  # progress must be a number
+        return "done"
+
+    async with Client(server) as lenient:
+        assert (await lenient.call_tool("half", progress=True)).progress[0]["progress"] == "half"
+    async with Client(server, strict=True) as strict:
+        with pytest.raises(Exception, match="'half' is not of type 'number'"):
+            await strict.call_tool("half", progress=True)
+
+
+def test_the_sync_client_needs_no_event_loop() -> None:
+    with Client(app()).sync() as client:
+        assert client.call_tool("echo", {"text": "plain"}).text == "plain"
+        assert [t["name"] for t in client.list_tools()][:2] == ["echo", "steps"]
+
+
+async def test_principal_and_token_reach_the_tool() -> None:
+    from mcpcore.auth import AccessToken
+
+    server = Server("who")
+
+    @server.tool
+    def whoami(ctx: Context) -> str:
+        return f"{ctx.principal} {sorted(ctx.auth.scopes) if ctx.auth else None}"
+
+    async with Client(server, auth=AccessToken("alice", scopes=frozenset({"read"}))) as client:
+        assert (await client.call_tool("whoami")).text == "alice ['read']"
+
+
+PLUGIN_CONFTEST = '''
+import pytest
+from mcpcore import Server
+
+pytest_plugins = ["mcpcore.pytest_plugin"]
+
+
+@pytest.fixture
+def mcp_server():
+    server = Server("mine")
+
+    @server.tool
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    return server
+
+
+@pytest.fixture
+def mcp_client_options():
+    return {"strict": True}
+'''
+
+PLUGIN_TESTS = '''
+import pytest
+
+
+@pytest.mark.anyio
+async def test_async(mcp_client):
+    assert (await mcp_client.call_tool("add", {"a": 2, "b": 3})).text == "5"
+
+
+def test_sync(mcp_sync_client):
+    assert mcp_sync_client.call_tool("add", {"a": 1, "b": 1}).text == "2"
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+'''
+
+
+def test_the_pytest_plugin_gives_a_users_suite_its_client(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "conftest.py").write_text(PLUGIN_CONFTEST)
+    (tmp_path / "test_mine.py").write_text(PLUGIN_TESTS)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0 and "2 passed" in done.stdout, done.stdout + done.stderr
