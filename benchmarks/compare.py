@@ -45,6 +45,7 @@ BENCH = str(SERVERS / "mcpcore_bench.py")
 PEERS = {
     "mcpcore": [str(ROOT)],
     "mcpcore-uvloop": [f"{ROOT}[uvloop]"],
+    "mcpcore-extras": [f"{ROOT}[jwt]", "uvicorn==0.54.0", "httptools==0.9.0"],  # ASGI servers, JWT
     "mcp": ["mcp==2.3.0"],
     "fastmcp": ["fastmcp==4.2.3"],
 }
@@ -57,6 +58,7 @@ SERVER_CWD = str(VENVS)
 MAX_CONNECTIONS = "4096"  # mcpcore's default, 1,000, leaves no room beside wrk's 1,000 for its probe connection
 
 CEILING, SYNC, ASYNC, UVLOOP = "raw h11 + asyncio ceiling", "mcpcore (sync echo)", "mcpcore (async echo)", "mcpcore[uvloop] (async echo)"
+ASGI_H11, ASGI_HTTPTOOLS = "mcpcore ASGI under uvicorn --http h11 (async echo)", "mcpcore ASGI under uvicorn --http httptools (async echo)"
 SDK, FASTMCP = "official SDK mcp 2.3.0", "FastMCP 4.2.3"
 STDIO_CEILING, LINE_LOOP = "bare asyncio pipe echo (ceiling)", "blocking Python line loop (reference)"
 EXAMPLE = "mcpcore echo example (sync, 4 tools)"  # the small server whose start-up and memory the targets bound
@@ -113,12 +115,20 @@ def mcpcore(label: str, venv: str, flavour: str, *extra: str, http: bool = True,
                   {"MCPCORE_BENCH_ASYNC": "1" if flavour == "async" else "0"}, **options)
 
 
+def asgi_server(label: str, parser: str) -> Server:
+    """The bench server through the ASGI adapter under uvicorn (asyncio loop, no access log)."""
+    command = ("{python}", "-m", "uvicorn", "--app-dir", str(SERVERS), "asgi_bench:app", "--port", "{port}",
+               "--http", parser, "--loop", "asyncio", "--no-access-log", "--log-level", "warning", "--backlog", "2048")
+    return Server(label, "mcpcore-extras", command, {"MCPCORE_BENCH_ASYNC": "1"})
+
+
 def http_servers(uvloop: bool) -> list[Server]:
     """The pinned servers of the scale curve, the ceiling first."""
     servers = [Server(CEILING, "mcpcore", ("{python}", str(SERVERS / "ceiling_http.py"), "{port}")),
                mcpcore(SYNC, "mcpcore", "sync"), mcpcore(ASYNC, "mcpcore", "async")]
     if uvloop:
         servers.append(mcpcore(UVLOOP, "mcpcore-uvloop", "async"))
+    servers += [asgi_server(ASGI_H11, "h11"), asgi_server(ASGI_HTTPTOOLS, "httptools")]
     return servers + [Server(SDK, "mcp", ("{python}", str(SERVERS / "peer_mcp.py"), "http", "{port}")),
                       Server(FASTMCP, "fastmcp", ("{python}", str(SERVERS / "peer_fastmcp.py"), "http", "{port}"))]
 
@@ -293,7 +303,7 @@ def run_instructions() -> dict[str, int] | str:
     progress("instructions per request (callgrind)")
     with tempfile.TemporaryDirectory() as folder:
         figures = Path(folder) / "instructions.json"
-        done = subprocess.run([sys.executable, str(HERE / "instructions.py"), "--python", venv_python("mcpcore"),
+        done = subprocess.run([sys.executable, str(HERE / "instructions.py"), "--python", venv_python("mcpcore-extras"),
                                "--json", str(figures)], stdout=sys.stderr, cwd=ROOT)
         return json.loads(figures.read_text()) if done.returncode == 0 else f"instructions.py exited with {done.returncode}"
 
@@ -443,7 +453,10 @@ def scale_tables(http: dict[str, Any], chart_name: str) -> list[str]:
         *_grid("### p99 latency, ms", list(slots), connections,
                lambda label, c: number(median(values(slots[label][c], "p99_ms")), "{:.1f}")), "",
         *_grid("### mcpcore async echo: 2 workers over 1 (same round; unpinned, two wrk threads)", ["2 / 1"],
-               connections, lambda label, c: spread(ratios(two[c], one[c]))),
+               connections, lambda label, c: spread(ratios(two[c], one[c]))), "",
+        *_grid("### The ASGI adapter under uvicorn over the built-in server, async echo (same round)",
+               [label for label in (ASGI_H11, ASGI_HTTPTOOLS) if label in http["scale"]], connections,
+               lambda label, c: spread(ratios(slots[label][c], slots[ASYNC][c]))),
     ]
 
 

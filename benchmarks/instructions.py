@@ -36,6 +36,8 @@ PATHS = {  # name → (transport, echo flavour or method)
     "http-tools-list": ("http", "list"),
     "http-echo-middleware": ("http", "middleware"),  # async echo behind one pass-through middleware
     "http-echo-jwt": ("http", "jwt"),  # async echo with a JWT verified on every request (key set held)
+    "http-echo-asgi": ("asgi", "async"),  # async echo through the ASGI adapter under uvicorn's h11 protocol
+    "asgi-ceiling": ("asgi", "ceiling"),  # a bare ASGI app answering a fixed result there: uvicorn's own cost
     "http-ceiling": ("ceiling", "async"),  # h11 on a bare asyncio protocol: what an HTTP request costs at least
 }
 RESOURCE = "http://127.0.0.1:8000/mcp"
@@ -53,7 +55,7 @@ class FakeTransport(asyncio.Transport):
         self.sink(bytes(data))
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 40000) if name == "peername" else default
+        return {"peername": ("127.0.0.1", 40000), "sockname": ("127.0.0.1", 8000)}.get(name, default)
 
     def is_closing(self) -> bool:
         return False
@@ -104,9 +106,33 @@ def authorized(server: Any) -> bytes:
     return f"Authorization: Bearer {token}\r\n".encode()
 
 
+async def bare_asgi(scope: dict[str, Any], receive: Callable[[], Any], send: Callable[[Any], Any]) -> None:
+    """The least an ASGI app answering a call does: read the body, send a fixed result."""
+    while (await receive()).get("more_body"):
+        pass
+    body = b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hello"}]}}'
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def under_uvicorn(server: Any, bare: bool) -> asyncio.Protocol:
+    """uvicorn's h11 protocol object serving `mcpcore.asgi.app(server)`, or the bare app."""
+    import uvicorn
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+    from uvicorn.server import ServerState
+
+    from mcpcore import asgi
+
+    app = bare_asgi if bare else asgi.app(server)
+    config = uvicorn.Config(app, lifespan="off", http="h11", log_level="warning", access_log=False)
+    config.load()
+    return H11Protocol(config, ServerState(), app_state={})
+
+
 async def drive(transport: str, flavour: str, count: int) -> None:
     """Serve `count` requests one after another through the transport's protocol object."""
-    os.environ["MCPCORE_BENCH_ASYNC"] = "0" if flavour == "sync" else "1"
+    os.environ["MCPCORE_BENCH_ASYNC"] = "0" if flavour == "sync" else "1"  # "ceiling": no mcpcore at all
     sys.path.insert(0, str(HERE / "servers"))
     from ceiling_http import Ceiling  # type: ignore[import-not-found]
     from mcpcore_bench import server  # type: ignore[import-not-found]
@@ -123,11 +149,11 @@ async def drive(transport: str, flavour: str, count: int) -> None:
 
     def sink(data: bytes) -> None:
         written.append(data)
-        if answered and not answered[-1].done():
+        if answered and not answered[-1].done() and b'"jsonrpc"' in data:  # the body (uvicorn writes the head apart)
             answered[-1].set_result(None)
 
     body = request_body(flavour)
-    if transport in ("http", "ceiling"):
+    if transport in ("http", "ceiling", "asgi"):
         from mcpcore.transports.http import HttpConfig, HttpServer, _Connection
 
         method = b"tools/list" if flavour == "list" else b"tools/call"
@@ -136,7 +162,10 @@ async def drive(transport: str, flavour: str, count: int) -> None:
                  b"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n"
                  b"Mcp-Method: " + method + b"\r\n" + name + extra + b"Content-Length: " + str(len(body)).encode()
                  + b"\r\n\r\n" + body)
-        connection = Ceiling() if transport == "ceiling" else _Connection(HttpServer(server, HttpConfig(port=8000)))
+        if transport == "asgi":
+            connection = under_uvicorn(server, bare=flavour == "ceiling")
+        else:
+            connection = Ceiling() if transport == "ceiling" else _Connection(HttpServer(server, HttpConfig(port=8000)))
         connection.connection_made(FakeTransport(sink))
         feed = connection.data_received
     else:
@@ -151,15 +180,22 @@ async def drive(transport: str, flavour: str, count: int) -> None:
         feed(chunk)
         await answered[-1]
         answered.pop()
-        if b'"result":' not in written[-1] or b'"isError":true' in written[-1]:
-            raise SystemExit(f"instructions: the answer was not a result: {written[-1][:300]!r}")
+        answer = b"".join(written)
+        if b'"result":' not in answer or b'"isError":true' in answer:
+            raise SystemExit(f"instructions: the answer was not a result: {answer[:300]!r}")
         written.clear()
 
 
 def runnable(python: str) -> list[str]:
-    """Every path, less the JWT one where PyJWT (the `[jwt]` extra) is not installed."""
-    has_jwt = subprocess.run([python, "-c", "import jwt, cryptography"], capture_output=True).returncode == 0
-    return [path for path in PATHS if has_jwt or PATHS[path][1] != "jwt"]
+    """Every path, less the JWT one where PyJWT (the `[jwt]` extra) is not installed and the ASGI
+    ones where uvicorn is not."""
+
+    def has(modules: str) -> bool:
+        return subprocess.run([python, "-c", f"import {modules}"], capture_output=True).returncode == 0
+
+    has_jwt, has_uvicorn = has("jwt, cryptography"), has("uvicorn")
+    return [path for path, (transport, flavour) in PATHS.items()
+            if (has_jwt or flavour != "jwt") and (has_uvicorn or transport != "asgi")]
 
 
 def collected(path: str, count: int, python: str) -> int:
