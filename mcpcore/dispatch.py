@@ -132,7 +132,8 @@ class Dispatcher:
         return None
 
     def required_scopes(self, route: Route, message: dict[str, Any]) -> tuple[str, ...]:
-        """The OAuth scopes a request needs beyond the server's: those of its tool, prompt or resource."""
+        """The OAuth scopes a request needs beyond the server's: those of its tool, of its prompt, or of
+        the resources it reads or follows (a subscription hears only of what its caller may read)."""
         if route.target is not None:
             return route.target.scopes
         params = message.get("params")
@@ -140,10 +141,16 @@ class Dispatcher:
         if route.method == "prompts/get" and isinstance(params.get("name"), str):
             prompt = self.server.prompts.get(params["name"])
             return () if prompt is None else prompt.scopes
-        if route.method == "resources/read" and isinstance(params.get("uri"), str):
-            resolved = self.find_resource(params["uri"])
-            return () if resolved is None else resolved[0].scopes
-        return ()
+        uris: Any = ()
+        if route.method in ("resources/read", "resources/subscribe"):
+            uris = (params.get("uri"),)
+        elif route.method == "subscriptions/listen" and isinstance(params.get("notifications"), dict):
+            uris = params["notifications"].get("resourceSubscriptions") or ()
+        needed: dict[str, None] = {}
+        for uri in uris if isinstance(uris, (list, tuple)) else ():
+            resolved = self.find_resource(uri) if isinstance(uri, str) else None
+            needed.update(dict.fromkeys(resolved[0].scopes if resolved else ()))
+        return tuple(needed)
 
     def legacy_handler(self, method: str) -> Handler | None:
         """The handler of a feature method the legacy wire shares, if the server offers it now."""

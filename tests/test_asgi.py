@@ -289,3 +289,40 @@ async def test_under_hypercorn_too() -> None:
     assert plain.status == 200 and plain.json["result"]["content"][0]["text"] == "open"
     assert streamed.is_sse and streamed.response["result"]["content"][0]["text"] == "done"
     assert events == ["start", "stop"]
+
+
+async def test_under_granian_in_a_process_of_its_own() -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import meta
+
+    port = free_port()
+    granian = Path(sys.executable).with_name("granian")
+    command = [str(granian), "--interface", "asgi", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+               "--working-dir", str(Path(__file__).parent / "servers"), "--log-level", "warning", "asgi_app:app"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        with anyio.fail_after(20):
+            while True:
+                try:
+                    await (await anyio.connect_tcp("127.0.0.1", port)).aclose()
+                    break
+                except OSError:
+                    assert process.poll() is None, process.stderr.read() if process.stderr else b""
+                    await anyio.sleep(0.05)
+        async with HttpClient.connect(at(port)) as client:
+            echoed = await post(client, tool_call(1, "echo", text="from granian"))
+            logged = await post(client, request("tools/call", 2, name="chatty", arguments={},
+                                                _meta=meta(**{"io.modelcontextprotocol/logLevel": "info"})))
+            await client.send_request("GET", "/healthz")
+            probed = await client.read_reply()
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    assert echoed.status == 200 and echoed.json["result"]["content"][0]["text"] == "from granian"
+    assert logged.is_sse and [m.get("method") for m in logged.messages] == ["notifications/message"] * 2 + [None]
+    assert probed.json == {"status": "ok"}

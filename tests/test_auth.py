@@ -118,12 +118,15 @@ async def test_a_valid_token_reaches_the_tool_and_a_missing_scope_is_403_naming_
     request("prompts/get", 1, name="draft", arguments={"topic": "x"}),
     request("resources/read", 1, uri="files://secret"),
     request("resources/read", 1, uri="files://drafts/plan"),
-], ids=["prompt", "resource", "template"])
+    request("subscriptions/listen", 1, notifications={"resourceSubscriptions": ["files://readme", "files://secret"]}),
+], ids=["prompt", "resource", "template", "listen"])
 async def test_prompts_and_resources_can_require_a_scope_too(message: dict[str, Any]) -> None:
     async with running(guarded()) as http, HttpClient.connect(http) as client:
         refused = await post(client, message, "alice-token")
         assert refused.status == 403 and 'scope="files:write"' in refused.headers["www-authenticate"]
         assert refused.json["id"] == 1
+        if message["method"] == "subscriptions/listen":
+            return  # allowed, it would stream until the server stops; the refusal is what is tested here
         served = await post(client, message, "writer-token")
         assert served.status == 200 and "result" in served.json
         plain = await post(client, request("resources/read", 2, uri="files://readme"), "alice-token")
