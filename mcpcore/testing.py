@@ -18,7 +18,11 @@ state, as many rounds as the server asks; on a 2025-era wire it answers the
 session's server-to-client requests. Progress and log notifications go to
 `on_progress` / `on_log` and are kept on each `Outcome`. `strict=True` checks
 every message against the era's official JSON Schema (needs `jsonschema`).
-`Client.sync()` gives the same methods for code without an event loop.
+`Client.sync()` gives the same methods for code without an event loop, and
+`Client.stdio(command)` the same client against a server in a subprocess, over
+its stdin and stdout (a channel that writes lines instead of calling
+`server.handle`). The client sends one request at a time, so what the server
+sends meanwhile belongs to that request.
 """
 
 from __future__ import annotations
@@ -95,39 +99,117 @@ async def _call(fn: Callable[..., Any], *args: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
-class _Recorder:
-    """The writer of one in-memory call: notifications to the listeners, server requests answered."""
+Heard = Callable[[dict[str, Any]], Awaitable["dict[str, Any] | None"]]  # a message from the server → a reply, if one is due
 
-    def __init__(self, client: Client, session: Session | None) -> None:
-        self.client = client
+
+class _Memory:
+    """The server in this process: each request through `server.handle`, as a transport would."""
+
+    def __init__(self, server: Server, principal: str | None, auth: Any) -> None:
+        self.server, self.principal, self.auth = server, principal, auth
+        self.session: Session | None = None  # the 2025-era session, from initialize on
+
+    async def open(self) -> None:
+        await self.server.lifespan.__aenter__()
+
+    async def close(self) -> None:
+        if self.session is not None:
+            self.session.close()
+        await self.server.lifespan.__aexit__(None, None, None)
+
+    async def exchange(self, message: dict[str, Any], heard: Heard, legacy: bool) -> dict[str, Any] | None:
+        if legacy and message["method"] == "initialize":
+            self.session = Session(None, self.principal)
+        writer = _Recorder(heard, self.session)
+        await self.server.handle(Call(message, principal=self.principal, auth=self.auth, session=self.session), writer)
+        return writer.response
+
+    async def notify(self, message: dict[str, Any]) -> None:
+        if self.session is not None:
+            self.server.dispatcher.legacy.notified(self.session, message)
+
+
+class _Recorder:
+    """The writer of one in-memory call: every message to `heard`, a server request's answer to the session."""
+
+    def __init__(self, heard: Heard, session: Session | None) -> None:
+        self.heard = heard
         self.session = session
-        self.notifications: list[dict[str, Any]] = []
         self.response: dict[str, Any] | None = None
-        self.broken: Exception | None = None  # the first notification that broke the schema (strict mode)
 
     async def notify(self, message: bytes) -> None:
-        parsed = orjson.loads(message)
-        try:
-            self.client._checked(parsed)
-        except Exception as broken:  # raised after the call: raised here, the tool would swallow it
-            self.broken = self.broken or broken
-        if "id" in parsed and "method" in parsed:  # a 2025-era server-to-client request
+        reply = await self.heard(orjson.loads(message))
+        if reply is not None:
             assert self.session is not None, "a server request outside a session"
-            self.session.deliver(await self.client._answer_request(parsed))
-            return
-        self.notifications.append(parsed)
-        await self.client._heard(parsed)
+            self.session.deliver(reply)
 
     async def respond(self, message: bytes, error_code: int | None = None) -> None:
         self.response = orjson.loads(message)
 
 
+class _Stdio:
+    """A server in a subprocess, over its stdin and stdout (one JSON-RPC message per line)."""
+
+    def __init__(self, command: Sequence[str], env: Mapping[str, str] | None, cwd: str | None) -> None:
+        self.command, self.env, self.cwd = list(command), env, cwd
+        self.process: Any = None
+        self._buffer = b""
+
+    async def open(self) -> None:
+        import os
+        import subprocess
+
+        import anyio
+
+        env = None if self.env is None else {**os.environ, **self.env}
+        self.process = await anyio.open_process(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                stderr=None, env=env, cwd=self.cwd)
+
+    async def close(self) -> None:
+        import anyio
+
+        if self.process is None:
+            return
+        await self.process.stdin.aclose()  # the server's cue to end
+        with anyio.move_on_after(5):
+            await self.process.wait()
+        if self.process.returncode is None:
+            self.process.kill()
+            await self.process.wait()
+
+    async def _write(self, message: dict[str, Any]) -> None:
+        await self.process.stdin.send(orjson.dumps(message) + b"\n")
+
+    async def _line(self) -> dict[str, Any]:
+        while b"\n" not in self._buffer:
+            try:
+                self._buffer += await self.process.stdout.receive()
+            except Exception:  # anyio.EndOfStream, or a closed pipe
+                raise AssertionError(f"the server closed its stdout (exit status {self.process.returncode})") from None
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return orjson.loads(line)
+
+    async def exchange(self, message: dict[str, Any], heard: Heard, legacy: bool) -> dict[str, Any] | None:
+        await self._write(message)
+        while True:
+            received = await self._line()
+            if received.get("id") == message["id"] and "method" not in received:
+                return received
+            reply = await heard(received)
+            if reply is not None:
+                await self._write(reply)
+
+    async def notify(self, message: dict[str, Any]) -> None:
+        await self._write(message)
+
+
 class Client:
-    """An in-memory MCP client for `server` (see the module docstring)."""
+    """An MCP client for `server`, in memory (see the module docstring); `Client.stdio(command)` runs the
+    same client against a server in a subprocess."""
 
     def __init__(
         self,
-        server: Server,
+        server: Server | None,
         *,
         era: str = MODERN_VERSIONS[0],
         elicit: Answer | None = None,
@@ -140,6 +222,7 @@ class Client:
         auth: Any = None,
         strict: bool = False,
         client_info: Mapping[str, Any] = CLIENT_INFO,
+        _channel: Any = None,
     ) -> None:
         if era not in (*MODERN_VERSIONS, *LEGACY_VERSIONS):
             raise ValueError(f"unknown protocol version {era!r}; one of {', '.join((*MODERN_VERSIONS, *LEGACY_VERSIONS))}")
@@ -152,11 +235,21 @@ class Client:
         self.principal, self.auth = (principal if principal is not None else getattr(auth, "subject", None)), auth
         self.client_info = dict(client_info)
         self.capabilities = self._capabilities()
-        self.session: Session | None = None  # the 2025-era session, once initialized
+        if _channel is None and server is None:
+            raise ValueError("Client(server) needs a Server; use Client.stdio(command) for a subprocess")
+        self._channel = _channel or _Memory(server, self.principal, auth)  # type: ignore[arg-type]
         self.server_info: dict[str, Any] = {}  # what initialize or server/discover said
         self._validate = _validator(era) if strict else None
         self._ids = itertools.count(1)
         self._entered = False
+
+    @classmethod
+    def stdio(cls, command: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
+              **options: Any) -> Client:
+        """The same client against a server in a subprocess, over its stdin and stdout, e.g.
+        `Client.stdio([sys.executable, "-m", "mcpcore", "run", "server.py"])`. Options as for `Client`,
+        less `principal` and `auth` (stdio has no authentication)."""
+        return cls(None, _channel=_Stdio(command, env, cwd), **options)
 
     def _capabilities(self) -> dict[str, Any]:
         declared: dict[str, Any] = {}
@@ -171,7 +264,7 @@ class Client:
     # -- lifetime -------------------------------------------------------------
 
     async def __aenter__(self) -> Client:
-        await self.server.lifespan.__aenter__()
+        await self._channel.open()
         self._entered = True
         try:
             if self.legacy:
@@ -182,14 +275,11 @@ class Client:
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
-        if self.session is not None:
-            self.session.close()
         if self._entered:
             self._entered = False
-            await self.server.lifespan.__aexit__(*exc_info)
+            await self._channel.close()
 
     async def _initialize(self) -> None:
-        self.session = Session(None, self.principal)
         params = {"protocolVersion": self.era, "capabilities": self.capabilities, "clientInfo": self.client_info}
         self.server_info = (await self.request("initialize", params)).result
         await self.notify("notifications/initialized")
@@ -215,9 +305,7 @@ class Client:
         params = dict(params or {})
         heard: list[dict[str, Any]] = []
         for _ in range(MAX_ROUNDS):
-            recorder = await self._send(method, params, progress)
-            heard += recorder.notifications
-            response = recorder.response
+            response = await self._send(method, params, progress, heard)
             assert response is not None, f"the server sent no response to {method}"
             if "error" in response:
                 error = response["error"]
@@ -234,10 +322,11 @@ class Client:
     async def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
         """Send a notification (2025-era sessions: it reaches the session)."""
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": dict(params or {})}
-        if self.session is not None:
-            self.server.dispatcher.legacy.notified(self.session, message)
+        await self._channel.notify(message)
 
-    async def _send(self, method: str, params: dict[str, Any], progress: bool) -> _Recorder:
+    async def _send(self, method: str, params: dict[str, Any], progress: bool,
+                    heard: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """One request through the channel; its notifications appended to `heard`, its response returned."""
         request_id = next(self._ids)
         params = dict(params)
         meta = dict(params.pop("_meta", None) or {})
@@ -252,13 +341,25 @@ class Client:
         if meta:
             params["_meta"] = meta
         message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-        recorder = _Recorder(self, self.session)
-        await self.server.handle(Call(message, principal=self.principal, auth=self.auth, session=self.session), recorder)
-        if recorder.broken is not None:
-            raise recorder.broken
-        if recorder.response is not None:
-            self._checked(recorder.response, method)
-        return recorder
+        broken: list[Exception] = []
+
+        async def hear(received: dict[str, Any]) -> dict[str, Any] | None:
+            try:
+                self._checked(received)
+            except Exception as violation:  # raised after the call: raised in a tool's await, the tool would catch it
+                broken.append(violation)
+            if "id" in received and "method" in received:  # a 2025-era server-to-client request
+                return await self._answer_request(received)
+            heard.append(received)
+            await self._heard(received)
+            return None
+
+        response = await self._channel.exchange(message, hear, self.legacy)
+        if broken:
+            raise broken[0]
+        if response is not None:
+            self._checked(response, method)
+        return response
 
     async def _answer_request(self, asked: dict[str, Any]) -> dict[str, Any]:
         """The response to what the server asked (a server-to-client request, or an input request)."""

@@ -221,3 +221,25 @@ def test_the_pytest_plugin_gives_a_users_suite_its_client(tmp_path: Any) -> None
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
                           capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert done.returncode == 0 and "2 passed" in done.stdout, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
+async def test_the_same_client_drives_a_server_in_a_subprocess_over_stdio(era: str) -> None:
+    import sys
+
+    from conftest import ROOT
+
+    async def elicit(params: dict[str, Any]) -> dict[str, Any]:
+        return {"action": "accept", "content": {"name": "Grace"}}
+
+    heard: list[Any] = []
+    command = [sys.executable, "-m", "mcpcore", "run", str(ROOT / "examples" / "ask_server.py")]
+    async with Client.stdio(command, era=era, elicit=elicit, strict=True) as client:
+        assert (await client.call_tool("greet")).text == "Hello, Grace!"
+        assert (await client.read_resource("demo://note"))[0]["text"] == "Remember to drink water."
+        with pytest.raises(McpError):
+            await client.call_tool("touch", {"uri": ""})
+    echo = [sys.executable, "-m", "mcpcore", "run", str(ROOT / "examples" / "echo_server.py")]
+    async with Client.stdio(echo, era=era, on_progress=heard.append, strict=True) as client:
+        assert (await client.call_tool("progress")).text == "done"
+    assert [p["progress"] for p in heard] == [1, 2, 3]
