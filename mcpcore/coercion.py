@@ -21,13 +21,14 @@ __all__ = ["coerce"]
 _INTEGER = re.compile(r"-?[0-9]{1,400}")  # int() refuses more than 4,300 digits; no real argument has 400
 _NUMBER = re.compile(r"-?[0-9]{1,400}(\.[0-9]{1,400})?([eE][-+]?[0-9]{1,4})?")
 _MAX_HOPS = 32  # $ref and anyOf steps that do not descend into the value (a cyclic schema ends here)
+_MAX_DEPTH = 64  # levels of the value read; deeper ones are left to the validator, which refuses them
 
 
 def coerce(value: Any, schema: Any) -> tuple[Any, list[str]]:
     """The value with readable strings read; notes on those that could not be."""
     notes: list[str] = []
     root = schema if isinstance(schema, dict) else {}
-    return _coerce(value, schema, root, "", notes, 0), notes
+    return _coerce(value, schema, root, "", notes, 0, 0), notes
 
 
 def _types(schema: dict[str, Any]) -> set[str]:
@@ -45,32 +46,34 @@ def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> Any:
     return node if isinstance(node, dict) else schema
 
 
-def _coerce(value: Any, schema: Any, root: dict[str, Any], path: str, notes: list[str], hops: int) -> Any:
-    if not isinstance(schema, dict) or hops > _MAX_HOPS:
+def _coerce(value: Any, schema: Any, root: dict[str, Any], path: str, notes: list[str], hops: int, depth: int) -> Any:
+    if not isinstance(schema, dict) or hops > _MAX_HOPS or depth > _MAX_DEPTH:
         return value
     if "$ref" in schema:
-        return _coerce(value, _resolve(schema, root), root, path, notes, hops + 1)
+        return _coerce(value, _resolve(schema, root), root, path, notes, hops + 1, depth)
     for key in ("anyOf", "oneOf"):
         members = schema.get(key)
         if isinstance(members, list):
-            return _one_of(value, [m for m in members if isinstance(m, dict)], root, path, notes, hops)
+            return _one_of(value, [m for m in members if isinstance(m, dict)], root, path, notes, hops, depth)
     types = _types(schema)
     if isinstance(value, str) and types and "string" not in types:
         return _read(value, types, path, notes)
     if isinstance(value, dict) and "object" in types:
         properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
         extra = schema.get("additionalProperties")
-        return {key: _coerce(item, properties.get(key, extra), root, f"{path}.{key}" if path else key, notes, 0)
+        return {key: _coerce(item, properties.get(key, extra), root, f"{path}.{key}" if path else key, notes, 0, depth + 1)
                 for key, item in value.items()}
     if isinstance(value, list) and "array" in types:
         prefix = schema.get("prefixItems") if isinstance(schema.get("prefixItems"), list) else []
         items = schema.get("items")
-        return [_coerce(item, prefix[i] if i < len(prefix) else items, root, f"{path}[{i}]", notes, 0)
+        return [_coerce(item, prefix[i] if i < len(prefix) else items, root, f"{path}[{i}]", notes, 0, depth + 1)
                 for i, item in enumerate(value)]
     return value
 
 
-def _one_of(value: Any, members: list[dict[str, Any]], root: dict[str, Any], path: str, notes: list[str], hops: int) -> Any:
+def _one_of(
+    value: Any, members: list[dict[str, Any]], root: dict[str, Any], path: str, notes: list[str], hops: int, depth: int
+) -> Any:
     """A union: a string stays one if any member takes strings; else the first member that reads it."""
     resolved = [_resolve(member, root) for member in members]
     if isinstance(value, str):
@@ -78,7 +81,7 @@ def _one_of(value: Any, members: list[dict[str, Any]], root: dict[str, Any], pat
             return value
         tried: list[str] = []
         for member in resolved:
-            attempt = _coerce(value, member, root, path, tried, hops + 1)
+            attempt = _coerce(value, member, root, path, tried, hops + 1, depth)
             if attempt is not value:
                 return attempt
         notes += tried[:1]
@@ -86,7 +89,7 @@ def _one_of(value: Any, members: list[dict[str, Any]], root: dict[str, Any], pat
     container = "object" if isinstance(value, dict) else "array" if isinstance(value, list) else None
     for member in resolved:
         if container is not None and isinstance(member, dict) and container in _types(member):
-            return _coerce(value, member, root, path, notes, hops + 1)
+            return _coerce(value, member, root, path, notes, hops + 1, depth)
     return value
 
 

@@ -111,10 +111,19 @@ def _progress(params: dict[str, Any]) -> None:
 def call(server: Server, tool: str, pairs: Sequence[str]) -> int:
     """Call one tool; print its text, or its structured content as JSON."""
 
+    found = server.tools.get(tool)
+    properties = found.input_schema.get("properties", {}) if found is not None else {}
+
+    def read(key: str, text: str) -> Any:  # a parameter that takes text gets the text as typed ("42" stays "42")
+        kind = properties.get(key, {}).get("type")
+        return text if kind == "string" or (isinstance(kind, list) and "string" in kind) else value(text)
+
+    given = {key: read(key, text) for key, text in arguments(pairs, str).items()}
+
     async def work() -> int:
         async with Client(server, elicit=_ask, on_progress=_progress, log_level="info",
                           on_log=lambda p: print(f"log {p.get('level')}: {p.get('data')}", file=sys.stderr)) as client:
-            outcome = await client.call_tool(tool, arguments(pairs))
+            outcome = await client.call_tool(tool, given)
         print(_pretty(outcome.structured) if outcome.structured is not None else outcome.text)
         return 1 if outcome.is_error else 0
 

@@ -13,8 +13,8 @@ import re
 __all__ = ["parse"]
 
 _GOOGLE = re.compile(r"(Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments):\s*")
-_GOOGLE_ENTRY = re.compile(r"\*{0,2}(?P<name>\w+)\s*(\([^)]*\))?\s*:\s*(?P<text>.*)")
-_NUMPY_ENTRY = re.compile(r"\*{0,2}(?P<name>\w+)\s*(:.*)?")
+_GOOGLE_ENTRY = re.compile(r"\*{0,2}(?P<name>\w+)\s*(\((?:[^()]|\([^()]*\))*\))?\s*:\s*(?P<text>.*)")  # one nested (...)
+_NUMPY_ENTRY = re.compile(r"\*{0,2}(?P<name>\w+(?:\s*,\s*\*{0,2}\w+)*)\s*(:.*)?")  # `x, y : int` documents both
 _SPHINX = re.compile(r":param\s+(?:[^:]*\s)?(?P<name>\w+)\s*:\s*(?P<text>.*)")
 _SPHINX_OTHER = re.compile(r":(type|raises?|returns?|rtype|yields?)\b")
 
@@ -60,19 +60,17 @@ def _entries(block: list[str], entry: re.Pattern[str], params: dict[str, str], s
     if not block:
         return
     base = min(_indent(line) for line in block if line.strip())
-    name: str | None = None
+    names: list[str] = []
     text: list[str] = []
     for line in [*block, ""]:
         if line.strip() and _indent(line) == base:
-            if name is not None:
-                params[name] = " ".join(text).strip()
+            params.update(dict.fromkeys(names, " ".join(text).strip()))
             found = entry.fullmatch(line.strip())
-            name = found["name"] if found else None
+            names = [n.strip().lstrip("*") for n in found["name"].split(",")] if found else []
             text = [found["text"]] if found and same_line else []
-        elif line.strip() and name is not None:
+        elif line.strip() and names:
             text.append(line.strip())
-    if name is not None:
-        params[name] = " ".join(text).strip()
+    params.update(dict.fromkeys(names, " ".join(text).strip()))
 
 
 def _google(lines: list[str], start: int, indent: int, params: dict[str, str]) -> int:
@@ -83,10 +81,15 @@ def _google(lines: list[str], start: int, indent: int, params: dict[str, str]) -
 
 def _numpy(lines: list[str], start: int, indent: int, params: dict[str, str]) -> int:
     end = start
-    while end < len(lines):  # entries at `indent`, their text deeper, until the next underlined section
-        if end + 1 < len(lines) and lines[end].strip() and set(lines[end + 1].strip()) == {"-"}:
+    while end < len(lines):  # entries at `indent`, their text deeper, until the next section or prose
+        line = lines[end]
+        if end + 1 < len(lines) and line.strip() and set(lines[end + 1].strip()) == {"-"}:
+            break
+        if line.strip() and _indent(line) <= indent and not _NUMPY_ENTRY.fullmatch(line.strip()):
             break
         end += 1
+    while end > start and not lines[end - 1].strip():
+        end -= 1
     _entries(lines[start:end], _NUMPY_ENTRY, params, same_line=False)
     return end
 

@@ -50,8 +50,16 @@ class HttpResponse:
     headers: Mapping[str, str] = field(default_factory=dict)
     content_type: str | None = None
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.status, int) or isinstance(self.status, bool) or not 200 <= self.status <= 599:
+            raise ValueError(f"a custom route answers with a status from 200 to 599, not {self.status!r}")
+        if self.status in (204, 304) and self.body not in (b"", "", None):
+            raise ValueError(f"a {self.status} answer has no body")
+
     def encoded(self) -> tuple[bytes, str]:
         """The body as bytes and its content type."""
+        if self.body is None:
+            return b"", self.content_type or "application/octet-stream"
         if isinstance(self.body, (bytes, bytearray)):
             return bytes(self.body), self.content_type or "application/octet-stream"
         if isinstance(self.body, str):

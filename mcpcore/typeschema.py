@@ -394,9 +394,15 @@ def _literal_member(members: tuple[Any, ...], value: Any) -> Any:
 
 def _convert_union(value: Any, members: list[tuple[Any, Converter]]) -> Any:
     """Convert with the first union member whose schema (built once) the value matches."""
+    failure: Exception | None = None
     for validator, convert in members:
         if validator.accepts(value):
-            return convert(value)
+            try:
+                return convert(value)
+            except (TypeError, ValueError) as error:  # e.g. "hello" for UUID in `UUID | str`: try the next member
+                failure = failure or error
+    if failure is not None:
+        raise failure
     return value
 
 
@@ -404,6 +410,8 @@ def hoist_defs(schema: dict[str, Any]) -> dict[str, Any]:
     """`schema` with the `$defs` of nested subschemas (pydantic models') moved to its root, where
     their `#/$defs/...` references point (TypeError when two differ under one name)."""
     found: dict[str, Any] = {}
+    maps = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")  # name → schema
+    values = ("const", "enum", "default", "examples")  # JSON values, not schemas
 
     def lift(node: Any, root: bool) -> Any:
         if isinstance(node, list):
@@ -416,8 +424,9 @@ def hoist_defs(schema: dict[str, Any]) -> dict[str, Any]:
             definition = lift(definition, False)
             if found.setdefault(name, definition) != definition:
                 raise TypeError(f"two different schemas are both named {name!r}; rename one of the models")
-        return {key: value if key in ("const", "enum", "default", "examples") else lift(value, False)
-                for key, value in node.items()}
+        return {key: value if key in values else
+                {name: lift(sub, False) for name, sub in value.items()} if key in maps and isinstance(value, dict) else
+                lift(value, False) for key, value in node.items()}
 
     lifted = lift(schema, True)
     if found:
@@ -431,7 +440,9 @@ def to_jsonable(value: Any) -> Any:
         return value.model_dump(mode="json")
     if isinstance(value, (datetime.date, datetime.time)):
         return value.isoformat()
-    if isinstance(value, (uuid.UUID, decimal.Decimal, pathlib.PurePath)):
+    if isinstance(value, decimal.Decimal):
+        return format(value, "f")  # never "1E+2": the schema's pattern has no exponent
+    if isinstance(value, (uuid.UUID, pathlib.PurePath)):
         return str(value)
     if isinstance(value, bytes):
         return base64.b64encode(value).decode()

@@ -326,3 +326,90 @@ async def test_under_granian_in_a_process_of_its_own() -> None:
     assert echoed.status == 200 and echoed.json["result"]["content"][0]["text"] == "from granian"
     assert logged.is_sse and [m.get("method") for m in logged.messages] == ["notifications/message"] * 2 + [None]
     assert probed.json == {"status": "ok"}
+
+
+async def test_a_client_leaving_during_a_slow_route_or_token_check_ends_the_request() -> None:
+    from mcpcore.auth import Auth
+    from mcpcore.routes import HttpRequest
+
+    started, cancelled = anyio.Event(), anyio.Event()
+
+    async def hang() -> None:
+        started.set()
+        try:
+            await anyio.sleep(60)
+        finally:
+            cancelled.set()
+
+    class SlowVerifier:
+        async def verify(self, token: str) -> Any:
+            await hang()
+
+    server = Server("slow", auth=Auth(SlowVerifier(), "http://127.0.0.1:8000/mcp", ("https://auth.example.com",)))
+
+    @server.custom_route("/slow", public=True)
+    async def slow(request: HttpRequest) -> str:
+        await hang()
+        return "never"
+
+    app = asgi.app(server)
+    message = tool_call(1, "pool")
+    for scope in (dict(scope_for(message, ("127.0.0.1", 8000), "127.0.0.1:8000"), method="GET", path="/slow"),
+                  dict(scope_for(message, ("127.0.0.1", 8000), "127.0.0.1:8000"), headers=[
+                      *scope_for(message, ("127.0.0.1", 8000), "127.0.0.1:8000")["headers"], (b"authorization", b"Bearer t")])):
+        started, cancelled = anyio.Event(), anyio.Event()
+        requests = [{"type": "http.request", "body": orjson.dumps(message), "more_body": False}]
+
+        async def receive() -> dict[str, Any]:
+            if requests:
+                return requests.pop()
+            await started.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            raise AssertionError(f"nothing is sent to a client that left: {message}")
+
+        with anyio.fail_after(5):
+            await app(scope, receive, send)
+            await cancelled.wait()
+        assert app.requests == 0
+
+
+async def test_cancelling_the_request_task_cancels_the_call_even_when_it_streams() -> None:
+    ended = anyio.Event()
+    server = Server("chatty")
+
+    @server.tool
+    async def flood(ctx: Context) -> str:
+        try:
+            for step in range(1000):
+                await ctx.progress(step)
+        finally:
+            ended.set()
+        return "done"
+
+    app = asgi.app(server)
+    message = tool_call(1, "flood")
+    message["params"]["_meta"]["progressToken"] = "p"
+    body = [{"type": "http.request", "body": orjson.dumps(message), "more_body": False}]
+    stalled = anyio.Event()
+
+    async def receive() -> dict[str, Any]:
+        if body:
+            return body.pop()
+        await anyio.sleep_forever()
+        return {}
+
+    async def send(message: dict[str, Any]) -> None:  # a client that stops reading after the head
+        if message["type"] == "http.response.body":
+            stalled.set()
+            await anyio.sleep_forever()
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(app, scope_for(message, ("127.0.0.1", 8000), "127.0.0.1:8000"), receive, send)
+            await stalled.wait()
+            tasks.cancel_scope.cancel()
+        await ended.wait()
+        while app.runner.calls:
+            await anyio.sleep(0.01)

@@ -51,3 +51,8 @@ def test_read_and_prompt() -> None:
     assert mcpcore("read", ECHO, "demo://readme").stdout == "This server echoes text and reports progress.\n"
     got = mcpcore("prompt", ECHO, "summarize", "text=true")
     assert got.returncode == 0 and got.stdout == "[user] Summarize this in one sentence:\n\ntrue\n", got.stderr
+
+
+def test_call_passes_text_as_typed_to_a_text_parameter() -> None:
+    assert mcpcore("call", ECHO, "echo", "text=42").stdout == "42\n"
+    assert mcpcore("call", ECHO, "echo", "text=true").stdout == "true\n"

@@ -130,3 +130,26 @@ async def test_a_route_cannot_take_a_path_the_transport_serves() -> None:
         server.custom_route("/x", methods=["BREW"])(mine)
     async with running(Server("plain")) as http, HttpClient.connect(http) as client:
         assert (await get(client, "/version")).status == 404  # no routes: the endpoint's 404
+
+
+async def test_a_route_may_answer_any_status_and_no_content_but_not_a_body_with_204() -> None:
+    server = Server("statuses")
+
+    @server.custom_route("/odd", public=True)
+    async def odd(req: HttpRequest) -> HttpResponse:
+        return HttpResponse("odd", status=299)
+
+    @server.custom_route("/empty", public=True)
+    async def empty(req: HttpRequest) -> HttpResponse:
+        return HttpResponse(None, status=204)
+
+    @server.custom_route("/wrong", public=True)
+    async def wrong(req: HttpRequest) -> HttpResponse:
+        return HttpResponse("text", status=204)
+
+    async with running(server) as http, HttpClient.connect(http) as client:
+        assert (await get(client, "/odd")).status == 299
+        emptied = await get(client, "/empty")
+        assert emptied.status == 204 and emptied.body == b""
+        assert (await get(client, "/wrong")).status == 500
+        assert (await get(client, "/odd")).status == 299  # the connection serves on

@@ -158,3 +158,46 @@ async def test_docstrings_describe_parameters_and_a_missing_description_is_omitt
     assert documented["inputSchema"]["properties"]["city"]["description"] == "The city, in full."
     assert documented["inputSchema"]["properties"]["days"]["description"] == "How many days ahead."
     assert "description" not in tools["plain"]
+
+
+class Leaf(pydantic.BaseModel):
+    value: int
+
+
+class Branch(pydantic.BaseModel):
+    leaf: Leaf
+
+
+class Chain(pydantic.BaseModel):
+    child: "Chain | None" = None
+
+
+async def test_found_in_review_unions_decimals_hoisting_and_depth() -> None:
+    server = Server("review")
+
+    @server.tool
+    def ident(key: uuid.UUID | str) -> str:
+        return f"{type(key).__name__} {key}"
+
+    @server.tool
+    def hundred() -> dict:
+        return {"amount": decimal.Decimal("1E+2"), "tiny": decimal.Decimal("1E-8")}
+
+    @server.tool
+    def shaped(default: Branch) -> int:  # a parameter named like a schema keyword
+        return default.leaf.value
+
+    @server.tool
+    def deep(chain: Chain) -> str:
+        return "reached"
+
+    nested: dict[str, Any] = {}
+    for _ in range(400):
+        nested = {"child": nested}
+    async with Client(server, strict=True) as client:
+        assert (await client.call_tool("ident", {"key": "hello"})).text == "str hello"
+        assert (await client.call_tool("ident", {"key": str(uuid.UUID(int=1))})).text.startswith("UUID ")
+        assert (await client.call_tool("hundred")).structured == {"amount": "100", "tiny": "0.00000001"}
+        assert (await client.call_tool("shaped", {"default": {"leaf": {"value": "7"}}})).text == "7"
+        too_deep = await client.call_tool("deep", {"chain": nested})
+        assert too_deep.is_error and "Invalid arguments" in too_deep.text

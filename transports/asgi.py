@@ -124,6 +124,14 @@ class _AsgiExchange(Exchange):
     def _read_on(self) -> None:
         """Never reached: `_next_cycle` never asks to read on."""
 
+    def _lost(self) -> None:
+        """The peer left (or the request's task was cancelled): cancel what it asked for, end the exchange."""
+        super()._lost()
+        if self._flushed is not None and not self._flushed.done():
+            self._flushed.set_result(None)  # a writer waiting to drain goes on (its sends are dropped now)
+        self._ended = True
+        self._wake()
+
     def _wake(self) -> None:
         if self._idle is not None and not self._idle.done():
             self._idle.set_result(None)
@@ -237,8 +245,8 @@ class AsgiApp(Endpoint):
         if kind != "http":
             raise RuntimeError(f"mcpcore serves ASGI http (and lifespan) scopes, not {kind!r}")
         self.requests += 1
+        exchange = _AsgiExchange(self, scope, send)
         try:
-            exchange = _AsgiExchange(self, scope, send)
             problem = await self._start_once()
             if problem is not None:
                 exchange._method = scope["method"]
@@ -249,6 +257,8 @@ class AsgiApp(Endpoint):
                 await exchange.run(scope, receive)
         finally:
             self.requests -= 1
+            if not exchange._ended:  # this task was cancelled (a timeout, a forced shutdown): so is the call
+                exchange._lost()
 
     def policy_at(self, address: Any) -> Policy | str:
         """The Host/Origin policy for requests arriving on local `address`, or why none may be served there."""

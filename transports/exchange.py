@@ -360,9 +360,13 @@ class Exchange:
                 return
             try:
                 self._reply(*answer[:3], content_type=answer[3])
-            except (h11.LocalProtocolError, ValueError, TypeError):  # a status or header h11 refuses
+            except (h11.LocalProtocolError, ValueError, TypeError):  # a header h11 refuses: nothing was sent
                 log.exception("the custom route %s answered what HTTP cannot carry", route.path)
-                self._reply(*_ROUTE_FAILED[:3], content_type=_ROUTE_FAILED[3])
+                try:
+                    self._reply(*_ROUTE_FAILED[:3], content_type=_ROUTE_FAILED[3])
+                except h11.LocalProtocolError:  # the connection's state machine is past answering
+                    self.close()
+                    return
             if self._next_cycle():
                 self._read_on()
 

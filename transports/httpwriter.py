@@ -113,7 +113,7 @@ def response_head(status: int, headers: list[tuple[bytes, bytes]], last: bool) -
     """A response head, with `Connection: close` when it is the connection's last."""
     if last:
         headers = headers + [(b"connection", b"close")]
-    return h11.Response(status_code=status, headers=headers, reason=_REASONS[status])
+    return h11.Response(status_code=status, headers=headers, reason=_REASONS.get(status, b""))
 
 
 _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
