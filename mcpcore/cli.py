@@ -22,6 +22,7 @@ from . import defaults as d
 from .logs import DEFAULT_LEVEL, FORMATS, LEVELS
 from .lifespan import StartupError
 from .runner import TRANSPORTS, run, run_workers
+from .clientconfig import CLIENTS
 from .server import Server
 
 DEFAULT_ATTRIBUTES = ("server", "mcp", "app")
@@ -136,6 +137,14 @@ def _parser() -> argparse.ArgumentParser:
     prompt.add_argument("target")
     prompt.add_argument("name")
     prompt.add_argument("arguments", nargs="*", metavar="key=value")
+    dev = commands.add_parser("dev", help="run, restarting when a source file changes (options as for run)")
+    dev.add_argument("target")
+    dev.add_argument("run_options", nargs=argparse.REMAINDER, help="any `mcpcore run` options")
+    config = commands.add_parser("config", help="print (or --write) the client configuration that launches it")
+    config.add_argument("target")
+    config.add_argument("--client", choices=CLIENTS, required=True)
+    config.add_argument("--name", help="the server's name in the client (its own name)")
+    config.add_argument("--write", action="store_true", help="merge it into the client's configuration file")
     return parser
 
 
@@ -180,10 +189,18 @@ def _inner_loop(server: Server, args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
+    if args.command == "dev":  # the children load the target, each after a change
+        from .reload import main as dev
+
+        sys.exit(dev(args.target, args.run_options))
     try:
         server = load_target(args.target)
     except TargetError as error:
         sys.exit(f"mcpcore: cannot load {args.target!r}: {error}")
+    if args.command == "config":
+        from .clientconfig import configure
+
+        sys.exit(configure(args.target, args.name or server.name, args.client, args.write))
     if args.command != "run":
         sys.exit(_inner_loop(server, args))
     if args.transport != "http":

@@ -37,3 +37,5 @@ HTTP_MAX_SESSIONS = 1000  # live 2025-era sessions before initialize is refused
 HTTP_SESSION_IDLE_TIMEOUT = 1800.0  # seconds a 2025-era session lives without a request
 HTTP_HEALTH_PATH = "/healthz"  # liveness probe: 200 while the process serves
 HTTP_READY_PATH = "/readyz"  # readiness probe: 200 while serving, 503 once draining
+
+SUPERVISOR_ENV = "MCPCORE_SUPERVISOR_PID"  # set for a process a supervisor started (workers, `mcpcore dev`): it stops when that one dies

@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 import anyio
 import anyio.abc
 
+from .defaults import SUPERVISOR_ENV
 from .logs import DEFAULT_LEVEL, configure
 from .server import Server
 
@@ -39,8 +40,6 @@ async def _stop_on_signals(stop: Callable[[], None], scope: anyio.CancelScope) -
 
 async def _stop_when_orphaned(stop: Callable[[], None]) -> None:
     """A worker stops once its supervisor is gone (it names itself, so a death before we got here counts)."""
-    from .transports.workers import SUPERVISOR_ENV
-
     named = os.environ.get(SUPERVISOR_ENV, "")
     parent = int(named) if named.isdigit() else os.getppid()
     while os.getppid() == parent:
@@ -62,7 +61,7 @@ async def _serve(server: Server, transport: str, options: dict[str, Any]) -> Non
                 await serving.start(http.serve)
                 if http.config.listen_fd is None:
                     log.info("serving %r at %s", server.name, http.url)
-                else:  # a worker: stop with the supervisor
+                if http.config.listen_fd is not None or SUPERVISOR_ENV in os.environ:  # stop with the supervisor
                     tasks.start_soon(_stop_when_orphaned, http.stop)
                 if not server.sealer.configured:  # said at start, while someone reads it
                     log.warning(

@@ -21,11 +21,11 @@ import sys
 import time
 from typing import Sequence
 
+from mcpcore.defaults import SUPERVISOR_ENV
 from mcpcore.sealing import KEYS_ENV
 
 log = logging.getLogger(__name__)
 
-SUPERVISOR_ENV = "MCPCORE_SUPERVISOR_PID"
 CRASH_WINDOW = 10.0  # seconds
 CRASH_LIMIT = 5  # crashes within the window before giving up
 STOP_TIMEOUT = 15.0

@@ -1,0 +1,78 @@
+"""`mcpcore config TARGET --client NAME`: the configuration snippet that makes a client launch this server.
+
+It names this interpreter (the virtual environment mcpcore is installed in) and
+the target's absolute path, so the client starts the server wherever it runs
+from. `--write` merges the entry into the client's file, keeping everything
+else in it (a file that is not a JSON object is left alone, with an error).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CLIENTS", "configure", "snippet"]
+
+CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode")
+
+
+def config_file(client: str) -> Path:
+    """Where the client reads its MCP servers from (the project's folder for the per-project ones)."""
+    home = Path.home()
+    if client == "claude-desktop":
+        if sys.platform == "darwin":
+            return home / "Library" / "Application Support" / "Claude" / "claude_desktop_config.json"
+        if sys.platform == "win32":
+            return Path(os.environ.get("APPDATA", home)) / "Claude" / "claude_desktop_config.json"
+        return home / ".config" / "Claude" / "claude_desktop_config.json"
+    if client == "cursor":
+        return home / ".cursor" / "mcp.json"
+    if client == "vscode":
+        return Path.cwd() / ".vscode" / "mcp.json"
+    return Path.cwd() / ".mcp.json"  # claude-code, per project
+
+
+def snippet(target: str, name: str, client: str) -> dict[str, Any]:
+    """`{"mcpServers": {name: entry}}` (VS Code: `{"servers": ...}`) for `mcpcore run TARGET` on stdio."""
+    location, sep, attr = target.rpartition(":")
+    if not (sep and attr.isidentifier() and location):
+        location, attr = target, ""
+    is_file = location.endswith(".py") or os.sep in location or "/" in location
+    runs = os.path.abspath(location) + (f":{attr}" if attr else "") if is_file else target
+    entry: dict[str, Any] = {"command": sys.executable, "args": ["-m", "mcpcore", "run", runs]}
+    if not is_file:  # a module is imported from the project folder
+        entry["env"] = {"PYTHONPATH": os.getcwd()}
+    if client == "vscode":
+        return {"servers": {name: {"type": "stdio", **entry}}}
+    return {"mcpServers": {name: entry}}
+
+
+def configure(target: str, name: str, client: str, write: bool) -> int:
+    found = snippet(target, name, client)
+    if not write:
+        print(json.dumps(found, indent=2))
+        return 0
+    path = config_file(client)
+    try:
+        current = json.loads(path.read_text()) if path.exists() else {}
+    except (OSError, ValueError) as error:
+        print(f"mcpcore: cannot read {path}: {error}", file=sys.stderr)
+        return 1
+    if not isinstance(current, dict):
+        print(f"mcpcore: {path} does not hold a JSON object; left as it is", file=sys.stderr)
+        return 1
+    key = next(iter(found))
+    servers = current.setdefault(key, {})
+    if not isinstance(servers, dict):
+        print(f"mcpcore: {path}: {key!r} is not an object; left as it is", file=sys.stderr)
+        return 1
+    servers.update(found[key])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".mcpcore-tmp")
+    partial.write_text(json.dumps(current, indent=2) + "\n")
+    partial.replace(path)  # atomic: the client never reads half a file
+    print(f"mcpcore: wrote server {name!r} to {path}")
+    return 0
