@@ -90,16 +90,19 @@ def load_target(target: str) -> Server:
     raise TargetError(f"{location} has no attribute {' / '.join(names)} holding an mcpcore Server")
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The console script's parser, and its `run` subcommand's (whose options settings may give)."""
     parser = argparse.ArgumentParser(prog="mcpcore", description="Run Model Context Protocol servers.", allow_abbrev=False)
     parser.add_argument("--version", action="version", version=f"mcpcore {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    runner = commands.add_parser("run", help="serve a server defined in a file or module", allow_abbrev=False)
-    runner.add_argument("target", help="path/to/file.py[:attr] or package.module[:attr]")
-    runner.add_argument("--transport", choices=TRANSPORTS, default="stdio")
-    runner.add_argument("--log-level", choices=LEVELS, default=DEFAULT_LEVEL,
+    runner = commands.add_parser("run", help="serve a server defined in a file or module", allow_abbrev=False,
+                                 epilog="Options may also come from MCPCORE_<OPTION> variables and mcpcore.toml or "
+                                        "[tool.mcpcore] in pyproject.toml (see the README).")
+    runner.add_argument("target", nargs="?", help="path/to/file.py[:attr] or package.module[:attr]")
+    runner.add_argument("--transport", choices=TRANSPORTS, help="stdio (the default) or http")
+    runner.add_argument("--log-level", choices=LEVELS,
                         help=f"least severe diagnostics written to stderr ({DEFAULT_LEVEL})")
-    runner.add_argument("--log-format", choices=FORMATS, default="text",
+    runner.add_argument("--log-format", choices=FORMATS,
                         help="stderr diagnostics as 'mcpcore: message' lines (text) or one JSON object per line (json)")
     runner.add_argument("--max-in-flight", type=int, help="concurrent calls before reading pauses "
                         f"(stdio {d.STDIO_MAX_IN_FLIGHT}, http {d.HTTP_MAX_IN_FLIGHT})")
@@ -121,7 +124,7 @@ def _parser() -> argparse.ArgumentParser:
                       f"({d.HTTP_MAX_SESSIONS}; 0 with --workers)")
     http.add_argument("--session-idle-timeout", type=float, help="seconds a 2025-era session lives without "
                       f"a request ({d.HTTP_SESSION_IDLE_TIMEOUT:g})")
-    http.add_argument("--workers", type=int, default=1, help="worker processes sharing the port (1)")
+    http.add_argument("--workers", type=int, help="worker processes sharing the port (1)")
     http.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)  # set by the worker supervisor
     inspect = commands.add_parser("inspect", help="list a server's tools (with schemas), resources and prompts")
     inspect.add_argument("target", help="path/to/file.py[:attr] or package.module[:attr]")
@@ -145,7 +148,7 @@ def _parser() -> argparse.ArgumentParser:
     config.add_argument("--client", choices=CLIENTS, required=True)
     config.add_argument("--name", help="the server's name in the client (its own name)")
     config.add_argument("--write", action="store_true", help="merge it into the client's configuration file")
-    return parser
+    return parser, runner
 
 
 _STDIO_OPTIONS = ("max_in_flight", "max_line_bytes", "grace_period")
@@ -169,6 +172,31 @@ def _without_option(argv: list[str], option: str) -> list[str]:
     return kept
 
 
+RUN_DEFAULTS = {"transport": "stdio", "log_level": DEFAULT_LEVEL, "log_format": "text", "workers": 1}
+
+
+def _settle(runner: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Fill the `run` options the command line left out from the environment and the settings file, then
+    the defaults (mcpcore/settings.py); a bad setting exits with its source named."""
+    from .settings import SettingsError, load
+
+    actions = {a.dest: a for a in runner._actions if a.dest not in ("help", "listen_fd")}
+    try:
+        found = load({dest: action.type or str for dest, action in actions.items()})
+    except SettingsError as error:
+        sys.exit(f"mcpcore: {error}")
+    for dest, action in actions.items():
+        if getattr(args, dest) is None:
+            value = found.get(dest, RUN_DEFAULTS.get(dest))
+            if value is not None and action.choices is not None and value not in action.choices:
+                sys.exit(f"mcpcore: setting {dest} is {value!r}; choose from {', '.join(action.choices)}")
+            setattr(args, dest, value)
+    if args.listen_fd is not None:
+        args.workers = 1  # a worker serves; only its supervisor (which read the same settings) starts workers
+    if args.target is None:
+        sys.exit("mcpcore: run needs a TARGET (or `target` in mcpcore.toml, or MCPCORE_TARGET)")
+
+
 def _inner_loop(server: Server, args: argparse.Namespace) -> int:
     from . import commands  # loaded only for these commands
 
@@ -188,7 +216,10 @@ def _inner_loop(server: Server, args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = _parser().parse_args(argv)
+    parser, runner = _parser()
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        _settle(runner, args)
     if args.command == "dev":  # the children load the target, each after a change
         from .reload import main as dev
 
