@@ -18,11 +18,11 @@ state, as many rounds as the server asks; on a 2025-era wire it answers the
 session's server-to-client requests. Progress and log notifications go to
 `on_progress` / `on_log` and are kept on each `Outcome`. `strict=True` checks
 every message against the era's official JSON Schema (needs `jsonschema`).
-`Client.sync()` gives the same methods for code without an event loop, and
-`Client.stdio(command)` the same client against a server in a subprocess, over
-its stdin and stdout (a channel that writes lines instead of calling
-`server.handle`). The client sends one request at a time, so what the server
-sends meanwhile belongs to that request.
+`Client.sync()` gives the same methods for code without an event loop;
+`Client.stdio(command)` and `Client.http(url)` the same client against a server
+in a subprocess or at a URL (the channels of `mcpcore.transports.remote`, used
+instead of calling `server.handle`). The client sends one request at a time, so
+what the server sends meanwhile belongs to that request.
 """
 
 from __future__ import annotations
@@ -147,62 +147,6 @@ class _Recorder:
         self.response = orjson.loads(message)
 
 
-class _Stdio:
-    """A server in a subprocess, over its stdin and stdout (one JSON-RPC message per line)."""
-
-    def __init__(self, command: Sequence[str], env: Mapping[str, str] | None, cwd: str | None) -> None:
-        self.command, self.env, self.cwd = list(command), env, cwd
-        self.process: Any = None
-        self._buffer = b""
-
-    async def open(self) -> None:
-        import os
-        import subprocess
-
-        import anyio
-
-        env = None if self.env is None else {**os.environ, **self.env}
-        self.process = await anyio.open_process(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                                stderr=None, env=env, cwd=self.cwd)
-
-    async def close(self) -> None:
-        import anyio
-
-        if self.process is None:
-            return
-        await self.process.stdin.aclose()  # the server's cue to end
-        with anyio.move_on_after(5):
-            await self.process.wait()
-        if self.process.returncode is None:
-            self.process.kill()
-            await self.process.wait()
-
-    async def _write(self, message: dict[str, Any]) -> None:
-        await self.process.stdin.send(orjson.dumps(message) + b"\n")
-
-    async def _line(self) -> dict[str, Any]:
-        while b"\n" not in self._buffer:
-            try:
-                self._buffer += await self.process.stdout.receive()
-            except Exception:  # anyio.EndOfStream, or a closed pipe
-                raise AssertionError(f"the server closed its stdout (exit status {self.process.returncode})") from None
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return orjson.loads(line)
-
-    async def exchange(self, message: dict[str, Any], heard: Heard, legacy: bool) -> dict[str, Any] | None:
-        await self._write(message)
-        while True:
-            received = await self._line()
-            if received.get("id") == message["id"] and "method" not in received:
-                return received
-            reply = await heard(received)
-            if reply is not None:
-                await self._write(reply)
-
-    async def notify(self, message: dict[str, Any]) -> None:
-        await self._write(message)
-
-
 class Client:
     """An MCP client for `server`, in memory (see the module docstring); `Client.stdio(command)` runs the
     same client against a server in a subprocess."""
@@ -249,7 +193,22 @@ class Client:
         """The same client against a server in a subprocess, over its stdin and stdout, e.g.
         `Client.stdio([sys.executable, "-m", "mcpcore", "run", "server.py"])`. Options as for `Client`,
         less `principal` and `auth` (stdio has no authentication)."""
-        return cls(None, _channel=_Stdio(command, env, cwd), **options)
+        from .transports.remote import StdioChannel
+
+        return cls(None, _channel=StdioChannel(command, env, cwd), **options)
+
+    @classmethod
+    def http(cls, url: str, *, token: str | None = None, headers: Mapping[str, str] | None = None,
+             **options: Any) -> Client:
+        """The same client against a server at a Streamable HTTP URL (`http://127.0.0.1:8000/mcp`), with a
+        bearer `token` if given. Options as for `Client`, less `principal` and `auth`."""
+        from .transports.remote import HttpChannel
+
+        extra = dict(headers or {})
+        if token is not None:
+            extra["authorization"] = f"Bearer {token}"
+        era = options.get("era", MODERN_VERSIONS[0])
+        return cls(None, _channel=HttpChannel(url, extra, era), **options)
 
     def _capabilities(self) -> dict[str, Any]:
         declared: dict[str, Any] = {}
@@ -409,10 +368,15 @@ class Client:
 
     async def list_tools(self) -> list[dict[str, Any]]:
         """Every tool, all pages followed."""
-        return await self._pages("tools/list", "tools")
+        tools = await self._pages("tools/list", "tools")
+        if getattr(self._channel, "wants_tools", False):
+            self._channel.learn(tools)  # which arguments an HTTP request mirrors in headers
+        return tools
 
     async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None, *, progress: bool = False) -> Outcome:
         """Call a tool. `progress=True` asks for progress notifications (as `on_progress` does)."""
+        if getattr(self._channel, "wants_tools", False) and name not in self._channel.tools:
+            await self.list_tools()
         return await self.request("tools/call", {"name": name, "arguments": dict(arguments or {})}, progress=progress)
 
     async def list_resources(self) -> list[dict[str, Any]]:

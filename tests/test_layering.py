@@ -12,7 +12,7 @@ import pytest
 import mcpcore
 from conftest import ROOT
 
-COMPOSITION_ROOTS = ("runner.py", "asgi.py")  # the core modules that may import mcpcore.transports (lazily)
+COMPOSITION_ROOTS = ("runner.py", "asgi.py", "testing.py")  # the core modules that may import mcpcore.transports (lazily)
 
 
 def _imports(path: Path) -> list[str]:
@@ -46,7 +46,7 @@ def test_the_composition_roots_import_the_transports_only_inside_functions(root:
 
 
 def test_importing_the_public_api_loads_no_transport() -> None:
-    probe = "import sys, mcpcore, mcpcore.cli, mcpcore.asgi; print(sorted(m for m in sys.modules if m.startswith('mcpcore.transports')))"
+    probe = "import sys, mcpcore, mcpcore.cli, mcpcore.asgi, mcpcore.testing; print(sorted(m for m in sys.modules if m.startswith('mcpcore.transports')))"
     loaded = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True, cwd=ROOT).stdout
     assert loaded.strip() == "[]"
 

@@ -243,3 +243,47 @@ async def test_the_same_client_drives_a_server_in_a_subprocess_over_stdio(era: s
     async with Client.stdio(echo, era=era, on_progress=heard.append, strict=True) as client:
         assert (await client.call_tool("progress")).text == "done"
     assert [p["progress"] for p in heard] == [1, 2, 3]
+
+
+@pytest.mark.usefixtures("http_flavour")
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25", "2025-06-18"])
+async def test_the_same_client_drives_a_server_at_a_url(era: str) -> None:
+    from conftest import ROOT
+    from http_client import running
+    from mcpcore.cli import load_target
+    from servers.http_server import build
+
+    async def elicit(params: dict[str, Any]) -> dict[str, Any]:
+        return {"action": "accept", "content": {"name": "Lin"}}
+
+    async with running(load_target(str(ROOT / "examples" / "ask_server.py"))) as http:
+        async with Client.http(f"http://127.0.0.1:{http.port}/mcp", era=era, elicit=elicit, strict=True) as client:
+            assert (await client.call_tool("greet")).text == "Hello, Lin!"
+            assert (await client.read_resource("demo://note"))[0]["text"] == "Remember to drink water."
+    heard: list[Any] = []
+    async with running(build()) as http:
+        async with Client.http(f"http://127.0.0.1:{http.port}/mcp", era=era, on_log=heard.append, log_level="info",
+                               strict=True) as client:
+            headed = await client.call_tool("headed", {"region": "é-west", "count": 3, "flag": True})  # Mcp-Param-*
+            assert headed.text and not headed.is_error, headed.text
+            assert (await client.call_tool("chatty")).text == "logged"
+    assert [log["data"] for log in heard][:1] == ["first line\nsecond line"]
+
+
+async def test_the_url_client_sends_its_token() -> None:
+    from http_client import running
+    from mcpcore.auth import AccessToken, Auth, StaticTokens
+
+    server = Server("guarded", auth=Auth(StaticTokens({"t": AccessToken("ada")}), "http://127.0.0.1:8000/mcp",
+                                          ("https://auth.example.com",)))
+
+    @server.tool
+    def whoami(ctx: Context) -> str:
+        return str(ctx.principal)
+
+    async with running(server) as http:
+        async with Client.http(f"http://127.0.0.1:{http.port}/mcp", token="t", strict=True) as client:
+            assert (await client.call_tool("whoami")).text == "ada"
+        async with Client.http(f"http://127.0.0.1:{http.port}/mcp") as anonymous:
+            with pytest.raises(McpError, match="Authorization required"):
+                await anonymous.call_tool("whoami")
