@@ -1,4 +1,4 @@
-"""The README's Python example runs and does what the README says."""
+"""The README's Python example (and the guide's asking example) runs and does what the text says."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from memory import result_of
 pytestmark = pytest.mark.anyio
 
 
-def readme_server(index: int):
-    """Run the README's Python example number `index` and return its `server`."""
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+def sample_server(page: str, index: int):
+    """Run Python example number `index` of `page` (README.md, docs/...) and return its `server`."""
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / page).read_text(), re.S)
     namespace: dict = {}
-    exec(compile(blocks[index], "README.md", "exec"), namespace)
+    exec(compile(blocks[index], page, "exec"), namespace)
     return namespace["server"]
 
 
@@ -28,7 +28,7 @@ def test_ci_runs_exactly_the_readmes_test_command() -> None:
 
 
 async def test_readme_example_server_answers_as_documented() -> None:
-    server = readme_server(0)
+    server = sample_server("README.md", 0)
     tools = await result_of(server, request("tools/list"))
     assert [t["name"] for t in tools["tools"]] == ["forecast", "slow_report", "raw"]
     called = await result_of(server, request("tools/call", name="forecast", arguments={"city": "Paris"}))
@@ -46,8 +46,8 @@ async def test_readme_example_server_answers_as_documented() -> None:
     assert done["completion"]["values"] == ["Paris", "Prague"]
 
 
-async def test_readme_asking_example_elicits_or_falls_back_to_sampling() -> None:
-    server = readme_server(1)
+async def test_guide_asking_example_elicits_or_falls_back_to_sampling() -> None:
+    server = sample_server("docs/asking-the-user.md", 0)
     caps = "io.modelcontextprotocol/clientCapabilities"
     first = await result_of(server, request("tools/call", _meta=meta(**{caps: {"elicitation": {}}}), name="greet"))
     assert first["resultType"] == "input_required"

@@ -1,0 +1,153 @@
+"""The guide in docs/ stays true: its reference is current, its samples run, its links resolve."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import anyio
+import pytest
+
+from conftest import ROOT
+
+DOCS = ROOT / "docs"
+PAGES = sorted(DOCS.glob("*.md"))
+FENCE = re.compile(r"^```([\w-]*)\n(.*?)^```[ \t]*$", re.M | re.S)
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+
+
+def python_blocks(page: Path) -> list[str]:
+    """The ```python blocks of a Markdown file, in order."""
+    return [body for language, body in FENCE.findall(page.read_text(encoding="utf-8")) if language == "python"]
+
+
+def run_page(page: Path) -> dict:
+    """Run a page's python blocks in order in one fresh module namespace; return the namespace."""
+    module = types.ModuleType(f"docs_{page.stem.replace('-', '_')}")
+    sys.modules[module.__name__] = module  # what dataclasses and typing look their module up in
+    try:
+        for index, block in enumerate(python_blocks(page)):
+            # compiled without top-level await: a block that awaits at the top fails here
+            exec(compile(block, f"{page.relative_to(ROOT)} (python block {index})", "exec"), module.__dict__)
+    finally:
+        del sys.modules[module.__name__]
+    return module.__dict__
+
+
+def test_the_reference_is_current() -> None:
+    checked = subprocess.run([sys.executable, str(DOCS / "reference.py"), "--check"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 0, f"{checked.stderr}run: python docs/reference.py"
+
+
+def test_the_reference_covers_the_public_api() -> None:
+    reference = (DOCS / "reference.md").read_text(encoding="utf-8")
+    import mcpcore
+    for name in mcpcore.__all__:
+        assert f"`{name}" in reference, name
+    for heading in ("## mcpcore.testing", "## mcpcore.routes", "## mcpcore.auth", "## mcpcore.oauth",
+                    "## mcpcore.middleware", "## mcpcore.asgi"):
+        assert f"\n{heading}\n" in reference, heading
+    assert "#### `Server.custom_route(path: str, *, methods: Sequence[str] = ('GET',), public: bool = False)" in reference
+    assert " at 0x" not in reference  # no object addresses: the output is the same on every run
+
+
+def test_every_page_is_in_the_mkdocs_nav() -> None:
+    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    assert "docs_dir: docs" in config and "theme: readthedocs" in config
+    listed = re.findall(r"^  - [^:\n]+: (\S+\.md)$", config, re.M)
+    assert sorted(listed) == [page.name for page in PAGES]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_every_python_sample_runs(page: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_network(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"{page.name}: a sample opened a network connection")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.setattr(socket.socket, "connect_ex", no_network)
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    run_page(page)
+
+
+def test_the_testing_pages_example_tests_pass() -> None:
+    namespace = run_page(DOCS / "testing.md")
+    anyio.run(namespace["test_greet"])
+    namespace["test_without_an_event_loop"]()
+
+
+def slug(heading: str) -> str:
+    """The anchor GitHub (and MkDocs) give a heading."""
+    text = heading.replace("`", "").strip().lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    text = FENCE.sub("", page.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for heading in re.findall(r"^#{1,6} (.+)$", text, re.M):
+        anchor, n = slug(heading), 0
+        while (anchor if n == 0 else f"{anchor}-{n}") in found:
+            n += 1
+        found.add(anchor if n == 0 else f"{anchor}-{n}")
+    return found
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", *PAGES], ids=lambda page: page.name)
+def test_every_relative_link_resolves(page: Path) -> None:
+    text = re.sub(r"`[^`\n]*`", "", FENCE.sub("", page.read_text(encoding="utf-8")))  # links, not code
+    broken = []
+    for target in LINK.findall(text):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target):
+            continue  # https:, mailto: ...
+        path, _, fragment = target.partition("#")
+        resolved = (page.parent / path).resolve() if path else page
+        if not resolved.exists():
+            broken.append(target)
+        elif fragment and resolved.suffix == ".md" and fragment not in anchors(resolved):
+            broken.append(target)
+    assert not broken, f"{page.name}: {broken}"
+
+
+def prose_lines(page: Path) -> set[str]:
+    text = FENCE.sub("", page.read_text(encoding="utf-8"))
+    return {line.strip() for line in text.splitlines() if len(line.strip()) >= 40 and not line.startswith("#")}
+
+
+def test_the_readme_and_the_guide_share_no_text() -> None:
+    readme = prose_lines(ROOT / "README.md")
+    for page in PAGES:
+        shared = readme & prose_lines(page)
+        assert not shared, f"{page.name} repeats the README: {sorted(shared)}"
+
+
+def test_the_readme_keeps_its_example_and_links_every_page() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(python_blocks(ROOT / "README.md")) == 1
+    for page in PAGES:
+        assert f"(docs/{page.name})" in readme, page.name
+
+
+def test_the_guides_own_examples_answer_as_their_text_says() -> None:
+    from mcpcore import McpError
+    from mcpcore.testing import Client
+
+    async def check() -> None:
+        async with Client(run_page(DOCS / "tools.md")["server"], strict=True) as client:
+            assert (await client.call_tool("stock", {"item": "apple", "at_least": "2"})).structured == \
+                {"item": "apple", "available": True}
+            missing = await client.call_tool("stock", {"item": "kiwi"})
+            assert missing.is_error and missing.text == "No item 'kiwi'; try one of ['apple', 'pear']"
+        async with Client(run_page(DOCS / "resources-and-prompts.md")["server"], strict=True) as client:
+            assert (await client.read_resource("notes://note/2"))[0]["text"] == "Call Ada"
+            with pytest.raises(McpError, match="must be int"):
+                await client.read_resource("notes://note/two")
+            assert len((await client.get_prompt("summarize", {"number": "1"}))["messages"]) == 2
+            assert await client.complete({"type": "ref/prompt", "name": "summarize"}, "number", "2") == ["2"]
+            assert await client.complete({"type": "ref/resource", "uri": "notes://note/{number}"}, "number", "") == ["1", "2"]
+
+    anyio.run(check)
