@@ -97,7 +97,7 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     commands = parser.add_subparsers(dest="command", required=True)
     runner = commands.add_parser("run", help="serve a server defined in a file or module", allow_abbrev=False,
                                  epilog="Options may also come from MCPCORE_<OPTION> variables and mcpcore.toml or "
-                                        "[tool.mcpcore] in pyproject.toml (see the README).")
+                                        "[tool.mcpcore] in pyproject.toml (see docs/running.md).")
     runner.add_argument("target", nargs="?", help="path/to/file.py[:attr] or package.module[:attr]")
     runner.add_argument("--transport", choices=TRANSPORTS, help="stdio (the default) or http")
     runner.add_argument("--log-level", choices=LEVELS,
