@@ -65,3 +65,14 @@ async def test_guide_asking_example_elicits_or_falls_back_to_sampling() -> None:
     assert retry["content"][0]["text"] == "Hello, Ada!"
     sampled = await result_of(server, request("tools/call", _meta=meta(**{caps: {"sampling": {}}}), name="greet"))
     assert sampled["inputRequests"]["name"]["method"] == "sampling/createMessage"
+
+
+def test_the_readmes_stdio_one_liner_answers() -> None:
+    import subprocess
+    import sys
+
+    readme = (ROOT / "README.md").read_text()
+    (line, target) = re.findall(r"^echo '(\{.*\})' \| \.venv/bin/mcpcore run (\S+)$", readme, re.M)[0]
+    done = subprocess.run([sys.executable, "-m", "mcpcore", "run", target], input=line + "\n", capture_output=True,
+                          text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 0 and '"text":"hi"' in done.stdout, done.stderr
