@@ -31,7 +31,7 @@ import contextlib
 import inspect
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 
 import orjson
 
@@ -50,7 +50,7 @@ from .wire import (
     McpError,
 )
 
-__all__ = ["Client", "Outcome"]
+__all__ = ["Client", "Outcome", "Subscription"]
 
 Answer = Callable[[dict[str, Any]], "Any | Awaitable[Any]"]
 Listener = Callable[[dict[str, Any]], "Any | Awaitable[Any]"]
@@ -283,13 +283,12 @@ class Client:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": dict(params or {})}
         await self._channel.notify(message)
 
-    async def _send(self, method: str, params: dict[str, Any], progress: bool,
-                    heard: list[dict[str, Any]]) -> dict[str, Any] | None:
-        """One request through the channel; its notifications appended to `heard`, its response returned."""
+    def _message(self, method: str, params: dict[str, Any], progress: bool) -> dict[str, Any]:
+        """A request as a conforming client of the era writes it."""
         request_id = next(self._ids)
         params = dict(params)
         meta = dict(params.pop("_meta", None) or {})
-        if not self.legacy:
+        if not self.legacy:  # the 2026-07-28 wire: every request says who asks
             meta.setdefault(META_VERSION, self.era)
             meta.setdefault(META_CAPABILITIES, self.capabilities)
             meta.setdefault(META_CLIENT_INFO, self.client_info)
@@ -299,7 +298,12 @@ class Client:
             meta.setdefault("progressToken", f"progress-{request_id}")
         if meta:
             params["_meta"] = meta
-        message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+    async def _send(self, method: str, params: dict[str, Any], progress: bool,
+                    heard: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """One request through the channel; its notifications appended to `heard`, its response returned."""
+        message = self._message(method, params, progress)
         broken: list[Exception] = []
 
         async def hear(received: dict[str, Any]) -> dict[str, Any] | None:
@@ -348,6 +352,32 @@ class Client:
         return message
 
     # -- the methods people call ---------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def listen(self, *, tools: bool = False, prompts: bool = False, resources: bool = False,
+                     uris: Sequence[str] = ()) -> AsyncIterator[Subscription]:
+        """An open `subscriptions/listen` (2026-07-28, in memory): `await sub.next()` is the next change
+        notification (list changes, `resources/updated` for `uris`); leaving the block cancels it."""
+        if self.legacy or not isinstance(self._channel, _Memory):
+            raise NotImplementedError("listen() serves the 2026-07-28 wire in memory; use call notifications otherwise")
+        import anyio
+
+        wanted: dict[str, Any] = {"toolsListChanged": tools, "promptsListChanged": prompts,
+                                  "resourcesListChanged": resources}
+        if uris:
+            wanted["resourceSubscriptions"] = list(uris)
+        message = self._message("subscriptions/listen", {"notifications": wanted}, False)
+        sink, source = anyio.create_memory_object_stream[dict[str, Any]](256)
+
+        async def hear(received: dict[str, Any]) -> None:
+            await sink.send(self._checked(received))
+
+        async with anyio.create_task_group() as tasks, sink, source:
+            tasks.start_soon(self._channel.exchange, message, hear, False)
+            subscription = Subscription(source)
+            subscription.acknowledged = (await subscription.next())["params"]
+            yield subscription
+            tasks.cancel_scope.cancel()
 
     async def discover(self) -> dict[str, Any]:
         """`server/discover` (2026-07-28), or what `initialize` answered (2025 eras)."""
@@ -404,6 +434,21 @@ class Client:
         if context:
             params["context"] = {"arguments": dict(context)}
         return (await self.request("completion/complete", params)).result["completion"]["values"]
+
+
+class Subscription:
+    """An open `subscriptions/listen` (`Client.listen`)."""
+
+    def __init__(self, source: Any) -> None:
+        self._source = source
+        self.acknowledged: dict[str, Any] = {}  # the server's acknowledgement: what it will send
+
+    async def next(self, timeout: float = 5.0) -> dict[str, Any]:
+        """The next notification (TimeoutError when none comes within `timeout` seconds)."""
+        import anyio
+
+        with anyio.fail_after(timeout):
+            return await self._source.receive()
 
 
 class _SyncClient:

@@ -287,3 +287,22 @@ async def test_the_url_client_sends_its_token() -> None:
         async with Client.http(f"http://127.0.0.1:{http.port}/mcp") as anonymous:
             with pytest.raises(McpError, match="Authorization required"):
                 await anonymous.call_tool("whoami")
+
+
+async def test_listen_hears_list_changes_and_updates_of_the_resources_it_follows() -> None:
+    server = app()
+    async with Client(server, strict=True) as client:
+        async with client.listen(tools=True, uris=["demo://note"]) as subscription:
+            assert subscription.acknowledged["notifications"]["resourceSubscriptions"] == ["demo://note"]
+
+            @server.tool
+            def late() -> str:
+                return "added"
+
+            assert (await subscription.next())["method"] == "notifications/tools/list_changed"
+            server.notify_resource_updated("demo://other")
+            server.notify_resource_updated("demo://note")
+            updated = await subscription.next()
+            assert updated["method"] == "notifications/resources/updated" and updated["params"]["uri"] == "demo://note"
+        assert len(server.subscriptions) == 0  # leaving the block ended it
+        assert (await client.call_tool("late")).text == "added"
