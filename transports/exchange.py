@@ -430,7 +430,7 @@ class Exchange:
 
     def _accepted(self) -> bool:
         """202: a notification, or a response, taken."""
-        self.send(response_head(202, [(b"content-length", b"0")], self.endpoint.closing), h11.EndOfMessage())
+        self.send(response_head(202, [(b"content-length", b"0")], self.endpoint.closing, built=True), h11.EndOfMessage())
         return self._next_cycle()
 
     def _stopping(self, request_id: Any) -> bool:
@@ -512,7 +512,7 @@ class Exchange:
         if method == "DELETE":
             self.endpoint.sessions.end(found)
             self.endpoint.stores.pop(found, None)
-            self.send(response_head(200, [(b"content-length", b"0")], self.endpoint.closing), h11.EndOfMessage())
+            self.send(response_head(200, [(b"content-length", b"0")], self.endpoint.closing, built=True), h11.EndOfMessage())
             return self._next_cycle()
         last_event = self._headers.get("last-event-id")
         if last_event is not None:

@@ -109,11 +109,16 @@ class Link(Protocol):
     def call_later(self, delay: float, callback: Callable[[], None]) -> Timer: ...
 
 
-def response_head(status: int, headers: list[tuple[bytes, bytes]], last: bool) -> h11.Response:
-    """A response head, with `Connection: close` when it is the connection's last."""
+def response_head(status: int, headers: list[tuple[bytes, bytes]], last: bool, built: bool = False) -> h11.Response:
+    """A response head, with `Connection: close` when it is the connection's last.
+
+    `built`: every header is one this module builds (constants, decimal lengths, session ids
+    mcpcore mints), so h11's per-header regex checks are skipped (`_parsed`, as h11 does for
+    heads it parsed itself); anything holding outside text must leave it False.
+    """
     if last:
         headers = headers + [(b"connection", b"close")]
-    return h11.Response(status_code=status, headers=headers, reason=_REASONS.get(status, b""))
+    return h11.Response(status_code=status, headers=headers, reason=_REASONS.get(status, b""), _parsed=built)
 
 
 _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
@@ -197,7 +202,7 @@ class HttpWriter:
     def _head(self, status: int, headers: list[tuple[bytes, bytes]]) -> h11.Response:
         if self.head_headers is not None:
             headers = headers + self.head_headers()
-        return response_head(status, headers, self.link.last_response)
+        return response_head(status, headers, self.link.last_response, built=True)
 
     def _stream_head(self) -> h11.Response:
         self._ticker = self.link.call_later(self.keepalive, self._tick)
