@@ -101,7 +101,23 @@ class Dispatcher:
             "subscriptions/listen": (self._on_listen, lambda: True),
         }
         self._routes = {method: method_route(method) for method in self._methods}
+        self._extension_methods: set[str] = set()  # served on the 2026-07-28 wire only
+        self._result_fields: dict[str, list[Callable[[dict[str, Any], Context], Awaitable[None]]]] = {}
         self.legacy = LegacyDispatcher(self)
+
+    def methods(self) -> frozenset[str]:
+        """The request methods this dispatcher knows (offered now or not)."""
+        return frozenset(self._methods)
+
+    def add_method(self, method: str, handler: Handler, name_field: str | None) -> None:
+        """An extension's method, routed with the params field `Mcp-Name` mirrors."""
+        self._methods[method] = (handler, lambda: True)
+        self._routes[method] = Route(method, name_field)
+        self._extension_methods.add(method)
+
+    def add_result_fields(self, method: str, add: Callable[[dict[str, Any], Context], Awaitable[None]]) -> None:
+        """An extension's fields for the complete results of `method`."""
+        self._result_fields.setdefault(method, []).append(add)
 
     def forget_discover(self) -> None:
         """What is offered changed: build the discover result again on its next request."""
@@ -155,7 +171,7 @@ class Dispatcher:
     def legacy_handler(self, method: str) -> Handler | None:
         """The handler of a feature method the legacy wire shares, if the server offers it now."""
         entry = self._methods.get(method)
-        if entry is None or method in _MODERN_ONLY_METHODS or not entry[1]():
+        if entry is None or method in _MODERN_ONLY_METHODS or method in self._extension_methods or not entry[1]():
             return None
         return entry[0]
 
@@ -220,6 +236,12 @@ class Dispatcher:
             result = await self._with_inputs(entry[0], route, params, context)
         else:
             result = await entry[0](route, params, context)
+        adders = self._result_fields.get(method)
+        if adders:
+            result = orjson.loads(result) if isinstance(result, bytes) else result  # a cached page, opened for them
+            if result.get("resultType", "complete") == "complete":
+                for add in adders:
+                    await add(result, context)
         if isinstance(result, bytes):
             return result
         result_meta = self.server.result_meta

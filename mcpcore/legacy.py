@@ -153,7 +153,7 @@ class LegacyDispatcher:
         session.open(version, params, offered, server.bus)
         result: dict[str, Any] = {
             "protocolVersion": version,
-            "capabilities": server.capabilities(),
+            "capabilities": server.capabilities(extensions=False),
             "serverInfo": {"name": server.name, "version": server.version},
         }
         if server.instructions:

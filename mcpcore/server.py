@@ -16,6 +16,7 @@ from .catalog import CacheHints, Catalog
 from .completions import Completions
 from .defaults import SYNC_MAX_THREADS
 from .dispatch import Dispatcher
+from .extensions import Extension
 from .lifespan import Lifespan, LifespanFactory
 from .prompts import Prompt
 from .protocol import Route
@@ -89,7 +90,8 @@ class Server:
         self.middleware = tuple(middleware)  # around every call, the first one outermost (middleware.py)
         self.strict = strict  # arguments only as sent: no "41" read as 41 (a tool's strict= overrides it)
         self.mask_errors = mask_errors  # a tool's unexpected exception: a generic message and a logged reference
-        self.custom_routes: dict[str, CustomRoute] = {}  # plain HTTP routes beside the endpoint (routes.py)
+        self.custom_routes: dict[str, CustomRoute] = {}
+        self.extensions: dict[str, Extension] = {}  # by identifier (extensions.py)  # plain HTTP routes beside the endpoint (routes.py)
         self.metrics: Metrics | None = None  # counted when on; the HTTP server serves /metrics
         if metrics:
             from .metrics import Metrics
@@ -197,6 +199,15 @@ class Server:
 
         return register
 
+    def extension(self, identifier: str, settings: dict[str, Any] | None = None) -> Extension:
+        """Declare a protocol extension (announced in `server/discover`); register its methods and
+        result fields on what this returns (see `mcpcore.extensions`)."""
+        if identifier in self.extensions:
+            raise ValueError(f"extension {identifier!r} is already declared")
+        found = self.extensions[identifier] = Extension(self, identifier, settings)
+        self.dispatcher.forget_discover()
+        return found
+
     def custom_route(
         self, path: str, *, methods: Sequence[str] = ("GET",), public: bool = False
     ) -> Callable[[RouteFunction], RouteFunction]:
@@ -257,9 +268,12 @@ class Server:
         """End every open subscription gracefully (each gets its final result)."""
         self.subscriptions.close_all()
 
-    def capabilities(self) -> dict[str, Any]:
-        """What this server offers right now (as sent by `server/discover`)."""
+    def capabilities(self, extensions: bool = True) -> dict[str, Any]:
+        """What this server offers right now (as sent by `server/discover`; the 2025-era
+        `initialize` leaves out `extensions`, which its revisions do not define)."""
         capabilities: dict[str, Any] = {"logging": {}}
+        if extensions and self.extensions:
+            capabilities["extensions"] = {ext.id: ext.settings for ext in self.extensions.values()}
         if self.completions:
             capabilities["completions"] = {}
         if self.has_prompts():

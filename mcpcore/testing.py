@@ -166,6 +166,7 @@ class Client:
         auth: Any = None,
         strict: bool = False,
         client_info: Mapping[str, Any] = CLIENT_INFO,
+        extensions: Mapping[str, Mapping[str, Any]] | None = None,
         _channel: Any = None,
     ) -> None:
         if era not in (*MODERN_VERSIONS, *LEGACY_VERSIONS):
@@ -179,6 +180,8 @@ class Client:
         self.principal, self.auth = (principal if principal is not None else getattr(auth, "subject", None)), auth
         self.client_info = dict(client_info)
         self.capabilities = self._capabilities()
+        if extensions:  # the protocol extensions this client declares, with their settings
+            self.capabilities["extensions"] = {key: dict(value) for key, value in extensions.items()}
         if _channel is None and server is None:
             raise ValueError("Client(server) needs a Server; use Client.stdio(command) for a subprocess")
         self._channel = _channel or _Memory(server, self.principal, auth)  # type: ignore[arg-type]
