@@ -18,7 +18,6 @@ import base64
 import binascii
 import dataclasses
 import datetime
-import decimal
 import enum
 import functools
 import operator
@@ -59,7 +58,9 @@ def _time(value: str) -> datetime.time:
     return datetime.time.fromisoformat(value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value)
 
 
-def _decimal(value: Any) -> decimal.Decimal:
+def _decimal(value: Any) -> Any:
+    import decimal  # imported by whoever annotated a parameter with it; never at start-up (idle memory)
+
     try:
         return decimal.Decimal(str(value))
     except decimal.InvalidOperation:
@@ -75,12 +76,12 @@ def _bytes(value: str) -> bytes:
 
 _DECIMAL_TEXT = r"^-?[0-9]+(\.[0-9]+)?$"
 # Types carried as JSON strings: their schema, and the converter from the JSON value.
-_TEXTUAL: dict[Any, tuple[dict[str, Any], Converter]] = {
+_TEXTUAL: dict[Any, tuple[dict[str, Any], Converter]] = {  # Decimal by name: `decimal` is imported only if used
     datetime.datetime: ({"type": "string", "format": "date-time"}, _datetime),
     datetime.date: ({"type": "string", "format": "date"}, datetime.date.fromisoformat),
     datetime.time: ({"type": "string", "format": "time"}, _time),
     uuid.UUID: ({"type": "string", "format": "uuid"}, uuid.UUID),
-    decimal.Decimal: ({"anyOf": [{"type": "number"}, {"type": "string", "pattern": _DECIMAL_TEXT}]}, _decimal),
+    "decimal.Decimal": ({"anyOf": [{"type": "number"}, {"type": "string", "pattern": _DECIMAL_TEXT}]}, _decimal),
     pathlib.Path: ({"type": "string"}, pathlib.Path),
     pathlib.PurePath: ({"type": "string"}, pathlib.PurePath),
     bytes: ({"type": "string", "contentEncoding": "base64"}, _bytes),
@@ -107,6 +108,13 @@ _BOUNDS = {"ge": "minimum", "gt": "exclusiveMinimum", "le": "maximum", "lt": "ex
            "multiple_of": "multipleOf", "pattern": "pattern"}
 _LENGTHS = {"string": ("minLength", "maxLength"), "array": ("minItems", "maxItems"),
             "object": ("minProperties", "maxProperties")}
+
+
+def _textual(hint: Any) -> tuple[dict[str, Any], Converter] | None:
+    """The schema and converter of a type carried as a JSON string, if `hint` is one."""
+    if not isinstance(hint, type):
+        return None
+    return _TEXTUAL.get(hint) or _TEXTUAL.get(f"{hint.__module__}.{hint.__qualname__}")
 
 
 def is_model(hint: Any) -> bool:
@@ -237,8 +245,9 @@ def _schema(hint: Any, seen: frozenset[Any]) -> dict[str, Any]:
         return schema
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return {"enum": [member.value for member in hint]}
-    if hint in _TEXTUAL:
-        return dict(_TEXTUAL[hint][0])
+    textual = _textual(hint)
+    if textual is not None:
+        return dict(textual[0])
     if is_model(hint):
         return hint.model_json_schema()  # its `$defs` are hoisted to the root by `hoist_defs`
     if isinstance(hint, type) and hint in seen:
@@ -350,8 +359,9 @@ def converter_for(hint: Any) -> Converter:
         return functools.partial(_literal_member, args)
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return hint
-    if hint in _TEXTUAL:
-        return _TEXTUAL[hint][1]
+    textual = _textual(hint)
+    if textual is not None:
+        return textual[1]
     if is_model(hint):
         return hint.model_validate  # its ValidationError is a ValueError
     if hint is float:
@@ -440,7 +450,8 @@ def to_jsonable(value: Any) -> Any:
         return value.model_dump(mode="json")
     if isinstance(value, (datetime.date, datetime.time)):
         return value.isoformat()
-    if isinstance(value, decimal.Decimal):
+    decimal = sys.modules.get("decimal")  # not imported: no value can be a Decimal
+    if decimal is not None and isinstance(value, decimal.Decimal):
         return format(value, "f")  # never "1E+2": the schema's pattern has no exponent
     if isinstance(value, (uuid.UUID, pathlib.PurePath)):
         return str(value)
