@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import anyio
 import orjson
 import pytest
 
@@ -162,3 +163,34 @@ def test_auth_settings_are_checked_and_the_metadata_url_follows_the_endpoint() -
     root = Auth(StaticTokens({}), "https://mcp.example.com", ("https://auth.example.com",))
     assert root.metadata_url == "https://mcp.example.com/.well-known/oauth-protected-resource"
     assert root.metadata_paths == ("/.well-known/oauth-protected-resource",)
+
+
+class Counting:
+    """A verifier that counts its calls; "soon" expires a moment after it is first verified."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    async def verify(self, token: str) -> AccessToken | None:
+        self.calls.append(token)
+        if token == "soon":
+            return AccessToken("eve", scopes=frozenset({"files:read"}), expires_at=time.time() + 0.3)
+        return AccessToken(token, scopes=frozenset({"files:read"})) if token in ("ann", "bob") else None
+
+
+@pytest.mark.builtin_http("the verdict is remembered per connection, which the ASGI server holds, not the adapter")
+async def test_a_keep_alive_connection_verifies_a_repeated_token_once_until_it_expires() -> None:
+    counting = Counting()
+    server = guarded(counting)
+    async with running(server) as http, HttpClient.connect(http) as client:
+        for request_id in (1, 2, 3):
+            assert (await post(client, tool_call(request_id, "whoami"), "ann")).status == 200
+        assert counting.calls == ["ann"]
+        assert (await post(client, tool_call(4, "whoami"), "bob")).status == 200  # another token: asked again
+        assert (await post(client, tool_call(5, "whoami"), "soon")).status == 200
+        await anyio.sleep(0.4)
+        assert (await post(client, tool_call(6, "whoami"), "soon")).status == 200  # expired: asked again
+        assert counting.calls == ["ann", "bob", "soon", "soon"]
+        async with HttpClient.connect(http) as other:
+            assert (await post(other, tool_call(7, "whoami"), "ann")).status == 200
+    assert counting.calls[-1] == "ann" and len(counting.calls) == 5  # a new connection asks the verifier itself

@@ -90,6 +90,7 @@ class Fixed:
     content_type: bytes = b"application/json"
 
 
+VERDICT_SECONDS = 60.0  # how long a connection reuses a verified token without asking the verifier again
 _ROUTE_FAILED = (500, b'{"error":"the route failed; see the server log"}', (), b"application/json")
 GET_ONLY = Fixed(405, b'{"status":"method not allowed"}', (("allow", "GET, HEAD"),))  # probes, metadata, metrics
 
@@ -175,6 +176,7 @@ class Exchange:
         self._refusal: Rejection | None = None  # answer once the refused request's body is read
         self._fixed: Fixed | None = None  # a probe's or the metadata's answer, sent once its request has ended
         self._token: AccessToken | None = None  # the current request's verified token
+        self._verdict: tuple[str, AccessToken, float] | None = None  # (header, token, when): the last verified
 
     # -- the hooks ----------------------------------------------------------
 
@@ -305,8 +307,10 @@ class Exchange:
             return self._next_cycle()
         auth, custom = self.endpoint.server.auth, self._custom
         if auth is not None and self._token is None and not (custom is not None and custom.public):
-            self._verify(auth)  # then back here
-            return False
+            self._token = self._remembered(self._headers.get("authorization"))
+            if self._token is None:
+                self._verify(auth)  # then back here
+                return False
         if custom is not None:
             return self._serve_route(custom)
         if self._method != "POST":
@@ -384,6 +388,19 @@ class Exchange:
 
     # -- authorization ----------------------------------------------------
 
+    def _remembered(self, authorization: str | None) -> AccessToken | None:
+        """The token this connection's previous request verified, when this one sends the same header
+        (a keep-alive client pays the signature check once), while it is unexpired and for a minute at most."""
+        verdict = self._verdict
+        if verdict is None or authorization is None or verdict[0] != authorization:
+            return None
+        token, verified_at = verdict[1], verdict[2]
+        if self.loop.time() - verified_at > VERDICT_SECONDS or (
+                token.expires_at is not None and token.expires_at <= time.time()):
+            self._verdict = None
+            return None
+        return token
+
     def _verify(self, auth: Auth) -> None:
         """Check the request's bearer token in a task (a verifier may do I/O), then go on with the request."""
 
@@ -402,6 +419,7 @@ class Exchange:
                 go_on = self._next_cycle()
             else:
                 self._token = verdict
+                self._verdict = (self._headers.get("authorization") or "", verdict, self.loop.time())
                 go_on = self._serve()
             if go_on:
                 self._read_on()
