@@ -56,11 +56,15 @@ def supervise(worker_args: Sequence[str], host: str, port: int, workers: int, pa
     crashes: list[float] = []
 
     def stop(signum: int, frame: object) -> None:
+        # The first signal only sets the flag: the children are told below, once the loop is out
+        # of a restart (told from here, a worker being started, not yet in `children`, would never
+        # hear of it). A second one is passed on at once: each worker then stops at once.
         nonlocal stopping
+        if stopping:
+            for child in children:
+                if child.poll() is None:
+                    child.send_signal(signal.SIGTERM)
         stopping = True
-        for child in children:
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
@@ -79,6 +83,9 @@ def supervise(worker_args: Sequence[str], host: str, port: int, workers: int, pa
                 stop(signal.SIGTERM, None)
                 break
             children[index] = start()
+    for child in children:
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT
     for child in children:
         try:
