@@ -14,6 +14,7 @@ import importlib
 import importlib.util
 import os
 import sys
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Sequence
 
@@ -39,8 +40,21 @@ def _split(target: str) -> tuple[str, str | None]:
     return target, None
 
 
+def _is_file(location: str) -> bool:
+    """Whether a TARGET's location names a file (else an importable module)."""
+    return location.endswith(".py") or os.sep in location or "/" in location
+
+
+def absolute_target(target: str) -> tuple[str, bool]:
+    """TARGET with its file made absolute (it runs from anywhere then), and whether it names a file."""
+    location, attr = _split(target)
+    if not _is_file(location):
+        return target, False
+    return os.path.abspath(location) + (f":{attr}" if attr else ""), True
+
+
 def _import(location: str) -> ModuleType:
-    if location.endswith(".py") or os.sep in location or "/" in location:
+    if _is_file(location):
         path = os.path.abspath(location)
         if not os.path.isfile(path):
             raise TargetError(f"no file {path}")
@@ -221,9 +235,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.command == "run":
         _settle(runner, args)
     if args.command == "dev":  # the children load the target, each after a change
-        from .reload import main as dev
+        from .reload import run as dev
 
-        sys.exit(dev(args.target, args.run_options))
+        watched = runner.parse_args([args.target, *args.run_options])
+        _settle(runner, watched)  # the transport as the child will see it, settings included
+        target, is_file = absolute_target(args.target)
+        folder = Path(_split(target)[0]).parent if is_file else Path.cwd()
+        sys.exit(dev(folder, [args.target, *args.run_options], stdio=watched.transport == "stdio"))
     try:
         server = load_target(args.target)
     except TargetError as error:
@@ -231,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.command == "config":
         from .clientconfig import configure
 
-        sys.exit(configure(args.target, args.name or server.name, args.client, args.write))
+        sys.exit(configure(*absolute_target(args.target), args.name or server.name, args.client, args.write))
     if args.command != "run":
         sys.exit(_inner_loop(server, args))
     if args.transport != "http":

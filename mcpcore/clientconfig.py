@@ -35,14 +35,10 @@ def config_file(client: str) -> Path:
     return Path.cwd() / ".mcp.json"  # claude-code, per project
 
 
-def snippet(target: str, name: str, client: str) -> dict[str, Any]:
-    """`{"mcpServers": {name: entry}}` (VS Code: `{"servers": ...}`) for `mcpcore run TARGET` on stdio."""
-    location, sep, attr = target.rpartition(":")
-    if not (sep and attr.isidentifier() and location):
-        location, attr = target, ""
-    is_file = location.endswith(".py") or os.sep in location or "/" in location
-    runs = os.path.abspath(location) + (f":{attr}" if attr else "") if is_file else target
-    entry: dict[str, Any] = {"command": sys.executable, "args": ["-m", "mcpcore", "run", runs]}
+def snippet(target: str, is_file: bool, name: str, client: str) -> dict[str, Any]:
+    """`{"mcpServers": {name: entry}}` (VS Code: `{"servers": ...}`) for `mcpcore run TARGET` on stdio
+    (TARGET with its file already absolute, `mcpcore.cli.absolute_target`)."""
+    entry: dict[str, Any] = {"command": sys.executable, "args": ["-m", "mcpcore", "run", target]}
     if not is_file:  # a module is imported from the project folder
         entry["env"] = {"PYTHONPATH": os.getcwd()}
     if client == "vscode":
@@ -50,8 +46,8 @@ def snippet(target: str, name: str, client: str) -> dict[str, Any]:
     return {"mcpServers": {name: entry}}
 
 
-def configure(target: str, name: str, client: str, write: bool) -> int:
-    found = snippet(target, name, client)
+def configure(target: str, is_file: bool, name: str, client: str, write: bool) -> int:
+    found = snippet(target, is_file, name, client)
     if not write:
         print(json.dumps(found, indent=2))
         return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable
 
+from .signature import run_callback
 from .wire import invalid_params
 
 MAX_COMPLETIONS = 100  # values per reply, as the spec allows
@@ -52,9 +53,7 @@ class Completions:
         values: list[str] = []
         if entry is not None:
             handler, takes_others = entry
-            produced = handler(value, others) if takes_others else handler(value)
-            if inspect.isawaitable(produced):
-                produced = await produced
+            produced = await (run_callback(handler, value, others) if takes_others else run_callback(handler, value))
             values = [str(v) for v in produced]
         return {
             "completion": {

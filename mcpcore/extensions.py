@@ -15,10 +15,10 @@ they are neither announced nor routed.
 
 from __future__ import annotations
 
-import inspect
 import re
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Union
 
+from .signature import run_callback
 from .wire import missing_capability
 
 if TYPE_CHECKING:
@@ -33,11 +33,6 @@ _CORE_PREFIXES = ("server/", "tools/", "resources/", "prompts/", "completion/", 
 
 MethodHandler = Callable[[dict[str, Any], "Context"], Union[dict[str, Any], Awaitable[dict[str, Any]]]]
 FieldAdder = Callable[[dict[str, Any], "Context"], Union[Mapping[str, Any], Awaitable[Mapping[str, Any]]]]
-
-
-async def _called(fn: Callable[..., Any], *args: Any) -> Any:
-    value = fn(*args)
-    return await value if inspect.isawaitable(value) else value
 
 
 class Extension:
@@ -69,7 +64,7 @@ class Extension:
             async def handle(route: Any, params: dict[str, Any], context: Context) -> dict[str, Any]:
                 if declared and self.declared(context) is None:
                     raise missing_capability({"extensions": {self.id: {}}})
-                result = await _called(fn, params, context)
+                result = await run_callback(fn, params, context)
                 if not isinstance(result, dict):
                     raise TypeError(f"extension method {name!r} returned {type(result).__name__}, not a dict")
                 return result
@@ -88,7 +83,7 @@ class Extension:
             async def add(result: dict[str, Any], context: Context) -> None:
                 if self.declared(context) is None:
                     return
-                fields = await _called(fn, result, context)
+                fields = await run_callback(fn, result, context)
                 for key, value in dict(fields).items():
                     if key in ("resultType", "_meta"):
                         raise ValueError(f"extension {self.id} may not set {key!r} on a result")

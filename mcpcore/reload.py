@@ -119,15 +119,3 @@ def run(target_folder: Path, run_args: Sequence[str], stdio: bool) -> int:
             _stop(child)
     return 0
 
-
-def main(target: str, run_args: Sequence[str]) -> int:
-    location = target.rpartition(":")[0] if target.count(":") == 1 and not os.path.exists(target) else target
-    path = Path(location)
-    folder = (path.parent if path.suffix == ".py" else Path.cwd()).resolve()
-    transport = "stdio"
-    for index, arg in enumerate(run_args):
-        if arg == "--transport" and index + 1 < len(run_args):
-            transport = run_args[index + 1]
-        elif arg.startswith("--transport="):
-            transport = arg.split("=", 1)[1]
-    return run(folder, [target, *run_args], stdio=transport == "stdio")

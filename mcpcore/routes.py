@@ -76,11 +76,7 @@ class CustomRoute:
     fn: RouteFunction
     methods: tuple[str, ...]
     public: bool
-
-    @property
-    def is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.fn)
-
+    is_async: bool  # read once, at registration
     @staticmethod
     def answer(value: Any) -> HttpResponse:
         """What a route function returned, as a response (a dict or list is a 200 JSON body)."""
@@ -99,4 +95,4 @@ def custom_route(path: str, fn: RouteFunction, methods: Sequence[str], public: b
         raise ValueError(f"a custom route needs HTTP methods; not {list(methods)!r}")
     if "GET" in upper and "HEAD" not in upper:
         upper += ("HEAD",)
-    return CustomRoute(path, fn, upper, public)
+    return CustomRoute(path, fn, upper, public, inspect.iscoroutinefunction(fn))

@@ -33,6 +33,14 @@ class Param:
     convert: Converter
 
 
+async def run_callback(fn: Callable[..., Any], *args: Any) -> Any:
+    """A user callback called in this task: its value, awaited when it is awaitable (an async
+    function's, or a sync one's that returned a coroutine). Unlike `FunctionInfo.invoke`, a sync
+    callback runs inline: these are the small hooks of extensions, completions and the test client."""
+    value = fn(*args)
+    return await value if inspect.isawaitable(value) else value
+
+
 def _type_name(hint: Any) -> str:
     return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
 

@@ -38,6 +38,7 @@ import orjson
 from .call import Call
 from .server import Server
 from .session import Session
+from .signature import run_callback
 from .wire import (
     INVALID_PARAMS,
     LEGACY_VERSIONS,
@@ -92,11 +93,6 @@ class Outcome:
     def logs(self) -> list[dict[str, Any]]:
         """The params of each log message notification, in order."""
         return [n["params"] for n in self.notifications if n.get("method") == "notifications/message"]
-
-
-async def _call(fn: Callable[..., Any], *args: Any) -> Any:
-    value = fn(*args)
-    return await value if inspect.isawaitable(value) else value
 
 
 Heard = Callable[[dict[str, Any]], Awaitable["dict[str, Any] | None"]]  # a message from the server → a reply, if one is due
@@ -331,9 +327,9 @@ class Client:
         """The response to what the server asked (a server-to-client request, or an input request)."""
         method, params = asked.get("method"), asked.get("params") or {}
         if method == "elicitation/create" and self.elicit is not None:
-            result = await _call(self.elicit, params)
+            result = await run_callback(self.elicit, params)
         elif method == "sampling/createMessage" and self.sample is not None:
-            result = await _call(self.sample, params)
+            result = await run_callback(self.sample, params)
         elif method == "roots/list" and self.roots is not None:
             result = {"roots": [{"uri": uri} for uri in self.roots]}
         elif method == "ping":
@@ -345,9 +341,9 @@ class Client:
     async def _heard(self, notification: dict[str, Any]) -> None:
         method = notification.get("method")
         if method == "notifications/progress" and self.on_progress is not None:
-            await _call(self.on_progress, notification["params"])
+            await run_callback(self.on_progress, notification["params"])
         elif method == "notifications/message" and self.on_log is not None:
-            await _call(self.on_log, notification["params"])
+            await run_callback(self.on_log, notification["params"])
 
     def _checked(self, message: dict[str, Any], method: str | None = None) -> dict[str, Any]:
         if self._validate is not None:

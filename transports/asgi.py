@@ -70,9 +70,10 @@ class _AsgiExchange(Exchange):
     def __init__(self, app: AsgiApp, scope: Scope, send: Send) -> None:
         client = scope.get("client")
         super().__init__(app, tuple(client) if client else None)
-        self.policy_refusal = app.policy_at(scope.get("server"))
-        if isinstance(self.policy_refusal, Policy):
-            self.policy, self.policy_refusal = self.policy_refusal, None
+        found = app.policy_at(scope.get("server"))
+        self.policy_refusal = found if isinstance(found, str) else None  # why this address is not served
+        if isinstance(found, Policy):
+            self.policy = found
         self._send = send
         self._outbox: collections.deque[Message] = collections.deque()
         self._idle: asyncio.Future[None] | None = None  # the pump waits on it for something to do
@@ -148,9 +149,10 @@ class _AsgiExchange(Exchange):
 
     async def run(self, scope: Scope, receive: Receive) -> None:
         query = scope.get("query_string", b"")
-        target = _route_path(scope) + ("?" + query.decode("latin-1") if query else "")
+        path = _route_path(scope)
+        target = path + ("?" + query.decode("latin-1") if query else "")
         method = scope["method"]
-        if self.policy_refusal is not None and self._fixed_answer(method, target) is None:  # probes still answer
+        if self.policy_refusal is not None and self._fixed_answer(method, path) is None:  # probes still answer
             self._method = method
             self._refuse_now(Rejection(421, McpError(INVALID_REQUEST, self.policy_refusal)))
         elif self._on_head(method, target, scope.get("headers", ())) and await self._read_body(receive):

@@ -91,7 +91,8 @@ class Fixed:
 
 
 VERDICT_SECONDS = 60.0  # how long a connection reuses a verified token without asking the verifier again
-_ROUTE_FAILED = (500, b'{"error":"the route failed; see the server log"}', (), b"application/json")
+# `_reply`'s arguments when a custom route fails
+_ROUTE_FAILED = (500, b'{"error":"the route failed; see the server log"}', (), False, b"application/json")
 GET_ONLY = Fixed(405, b'{"status":"method not allowed"}', (("allow", "GET, HEAD"),))  # probes, metadata, metrics
 
 
@@ -235,10 +236,11 @@ class Exchange:
         if head_size + len(target) > limit:
             self._refuse_now(Rejection(431, McpError(INVALID_REQUEST, f"Bad request: headers exceed the limit of {limit} bytes")))
             return False
-        self._fixed = self._fixed_answer(method, target)
+        path = target.split("?", 1)[0]
+        self._fixed = self._fixed_answer(method, path)
         if self._fixed is not None:
             return True
-        self._custom = route = self._custom_route(target)
+        self._custom = route = self._custom_route(path)
         if route is None:
             refusal = check_head(self.policy, method, target, self._headers)
         else:
@@ -270,12 +272,11 @@ class Exchange:
             self._body += data
         return True
 
-    def _fixed_answer(self, method: str, target: str) -> Fixed | None:
+    def _fixed_answer(self, method: str, path: str) -> Fixed | None:
         """The answer to a liveness or readiness probe or a resource metadata request; None for
         other paths. No Host, Origin or MCP rule applies: a load balancer probes by address,
         a browser-based client fetches the public metadata cross-origin, and neither reveals a thing."""
         config, endpoint = self.endpoint.config, self.endpoint
-        path = target.split("?", 1)[0]
         if path == config.path:
             return None
         metadata = endpoint.metadata is not None and path in endpoint.metadata_paths
@@ -289,11 +290,10 @@ class Exchange:
             return Fixed(503, b'{"status":"draining"}')
         return Fixed(200, b'{"status":"ok"}')
 
-    def _custom_route(self, target: str) -> CustomRoute | None:
+    def _custom_route(self, path: str) -> CustomRoute | None:
         routes = self.endpoint.server.custom_routes
         if not routes:
             return None
-        path = target.split("?", 1)[0]
         return None if path == self.endpoint.config.path else routes.get(path)
 
     def _serve(self) -> bool:
@@ -354,7 +354,7 @@ class Exchange:
                 value = await route.fn(request) if route.is_async else await threads.run(route.fn, request)
                 response = route.answer(value)
                 body, content_type = response.encoded()
-                answer = (response.status, body, tuple(response.headers.items()), content_type.encode())
+                answer = (response.status, body, tuple(response.headers.items()), False, content_type.encode())
             except Exception:
                 log.exception("the custom route %s failed", route.path)
                 answer = _ROUTE_FAILED
@@ -363,11 +363,11 @@ class Exchange:
             if self.gone:
                 return
             try:
-                self._reply(*answer[:3], content_type=answer[3])
+                self._reply(*answer)
             except (h11.LocalProtocolError, ValueError, TypeError):  # a header h11 refuses: nothing was sent
                 log.exception("the custom route %s answered what HTTP cannot carry", route.path)
                 try:
-                    self._reply(*_ROUTE_FAILED[:3], content_type=_ROUTE_FAILED[3])
+                    self._reply(*_ROUTE_FAILED)
                 except h11.LocalProtocolError:  # the connection's state machine is past answering
                     self.close()
                     return

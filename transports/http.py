@@ -213,13 +213,13 @@ class _Connection(WriteFlow, Exchange):
 
     # -- refusals and timers --------------------------------------------
 
-    def _fixed_answer(self, method: str, target: str) -> Fixed | None:
+    def _fixed_answer(self, method: str, path: str) -> Fixed | None:
         if self.metrics_only:  # GET /metrics or nothing: no MCP rule applies
-            return self._metrics_answer(method, target)
-        return super()._fixed_answer(method, target)
+            return self._metrics_answer(method, path)
+        return super()._fixed_answer(method, path)
 
-    def _metrics_answer(self, method: str, target: str) -> Fixed:
-        if target.split("?", 1)[0] != "/metrics":
+    def _metrics_answer(self, method: str, path: str) -> Fixed:
+        if path != "/metrics":
             return Fixed(404, b'{"status":"not found: this listener serves GET /metrics only"}')
         if method not in ("GET", "HEAD"):
             return GET_ONLY
