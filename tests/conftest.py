@@ -56,6 +56,20 @@ def request(method: str, request_id: Any = 1, _meta: dict[str, Any] | None = Non
     return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {**params, "_meta": _meta or meta()}}
 
 
+def tool_call(request_id: Any, name: str, **arguments: Any) -> dict[str, Any]:
+    """A 2026-07-28 `tools/call` request for tool `name` with these arguments."""
+    return request("tools/call", request_id, name=name, arguments=arguments)
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 nothing listens on now (for servers that bind it themselves)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def legacy(method: str, request_id: Any = 1, **params: Any) -> dict[str, Any]:
     """A 2025-era request: no `_meta` claim (the session negotiated the version)."""
     message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}

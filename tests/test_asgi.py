@@ -18,16 +18,12 @@ import anyio
 import orjson
 import pytest
 
-from conftest import legacy, request
+from conftest import free_port, legacy, request, tool_call
 from http_client import HttpClient, Reply, mcp_headers, under_uvicorn
 from mcpcore import Context, Server, asgi
 from wire_schema import check
 
 pytestmark = pytest.mark.anyio
-
-
-def tool_call(request_id: Any, name: str, **arguments: Any) -> dict[str, Any]:
-    return request("tools/call", request_id, name=name, arguments=arguments)
 
 
 def living_server(events: list[str], failures: int = 0) -> Server:
@@ -251,12 +247,6 @@ async def test_the_metrics_app_serves_prometheus_text_where_it_is_mounted() -> N
         scraped = await client.read_reply()
     assert scraped.status == 200 and scraped.headers["content-type"].startswith("text/plain; version=0.0.4")
     assert 'mcpcore_calls_total{method="tools/call",tool="echo",outcome="ok"} 1' in scraped.body.decode()
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 async def test_under_hypercorn_too() -> None:

@@ -9,7 +9,7 @@ import anyio
 import orjson
 import pytest
 
-from conftest import legacy, request
+from conftest import legacy, request, tool_call
 from http_client import HttpClient, mcp_headers, running
 from mcpcore import Context, Server
 from mcpcore.auth import AccessToken, Auth, StaticTokens
@@ -60,10 +60,6 @@ def guarded(verifier: Any = None) -> Server:
         return "read me"
 
     return server
-
-
-def tool_call(request_id: Any, name: str, **arguments: Any) -> dict[str, Any]:
-    return request("tools/call", request_id, name=name, arguments=arguments)
 
 
 async def post(client: HttpClient, message: dict[str, Any], token: str | None) -> Any:

@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
-from conftest import ROOT, request
+from conftest import ROOT, free_port, request
 from http_client import HttpClient
 from stdio_client import StdioClient
 
@@ -34,14 +34,6 @@ SECOND_TOOL = '''
 def second() -> str:
     return "two"
 '''
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def touch_with(path: Path, text: str) -> None:

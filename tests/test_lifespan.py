@@ -17,7 +17,7 @@ import anyio
 import orjson
 import pytest
 
-from conftest import request
+from conftest import tool_call
 from http_client import HttpClient, mcp_headers, running
 from mcpcore import Context, Server
 from stdio_client import serve
@@ -40,10 +40,6 @@ server = Server("life", lifespan=lifespan)
 async def greet(ctx: Context) -> str:
     return ctx.lifespan["greeting"]
 '''
-
-
-def tool_call(request_id: Any, name: str, **arguments: Any) -> dict[str, Any]:
-    return request("tools/call", request_id, name=name, arguments=arguments)
 
 
 def recording_server(events: list[str]) -> Server:

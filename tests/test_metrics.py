@@ -9,7 +9,7 @@ import anyio
 import orjson
 import pytest
 
-from conftest import request
+from conftest import request, tool_call
 from http_client import HttpClient, mcp_headers, running
 from mcpcore import Server
 
@@ -47,10 +47,6 @@ async def scrape(http: Any, target: str = "/metrics", method: str = "GET") -> An
         client = HttpClient(stream, f"127.0.0.1:{http.metrics_port}")
         await client.send_request(method, target)
         return await client.read_reply()
-
-
-def tool_call(request_id: Any, name: str, **arguments: Any) -> dict[str, Any]:
-    return request("tools/call", request_id, name=name, arguments=arguments)
 
 
 async def test_calls_outcomes_refusals_and_gauges_are_counted() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-from conftest import request
+from conftest import tool_call
 from http_client import HttpClient, mcp_headers, running
 from mcpcore import Call, McpError, Server
 from mcpcore.auth import AccessToken, Auth, StaticTokens
@@ -18,10 +18,6 @@ from mcpcore.middleware import Next, RateLimiter, access_log
 from stdio_client import serve
 
 pytestmark = pytest.mark.anyio
-
-
-def tool_call(request_id: Any, name: str, **arguments: Any) -> dict[str, Any]:
-    return request("tools/call", request_id, name=name, arguments=arguments)
 
 
 def with_echo(server: Server, ran: list[str] | None = None) -> Server:

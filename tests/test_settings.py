@@ -11,16 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import free_port
+
 
 SERVER = 'from mcpcore import Server\nserver = Server("configured")\n'
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def served_at(folder: Path, *args: str, env: dict[str, str] | None = None) -> str:

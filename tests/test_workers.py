@@ -11,18 +11,12 @@ import sys
 import anyio
 import pytest
 
-from conftest import ROOT, meta, request
+from conftest import ROOT, free_port, meta, request
 from http_client import HttpClient
 
 pytestmark = pytest.mark.anyio
 
 ELICITATION = {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def children_of(pid: int) -> set[int]:
