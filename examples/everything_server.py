@@ -27,10 +27,13 @@ from mcpcore import (
     Image,
     InputRequired,
     ListRoots,
+    McpError,
     Sample,
     Server,
+    ToolError,
     ToolResult,
 )
+from mcpcore.wire import INTERNAL_ERROR
 
 server = Server("mcp-conformance-test-server", version="0.1.0")
 
@@ -399,6 +402,71 @@ def test_input_required_result_capabilities(ctx: Context) -> str:
         return "This client can answer no input requests."
     answered = sorted(name for name in wanted if ctx.answer(name) is not None)
     return "Answered: " + ", ".join(answered)
+
+
+# -- tools: the Tasks extension (SEP-2663) -------------------------------------
+# A client that declares io.modelcontextprotocol/tasks gets a task handle to poll
+# from the task="optional"/"required" tools; other clients get the plain call.
+
+
+@server.tool
+def greet(name: str) -> str:
+    """Greet someone (an ordinary tool: never a task)."""
+    return f"Hello, {name}!"
+
+
+@server.tool(task="optional")
+async def slow_compute(ctx: Context, seconds: float = 1.0, label: str = "job") -> str:
+    """Work for `seconds`, reporting progress each second; a task when the client can poll."""
+    for done in range(int(seconds)):
+        await ctx.progress(done, seconds, f"{label}: {done} of {seconds:g} s")
+        await anyio.sleep(1)
+    await anyio.sleep(seconds - int(seconds))
+    return f"{label}: computed in {seconds:g} s"
+
+
+@server.tool(task="required")
+async def failing_job() -> str:
+    """Fail after a second, as a tool reports failure (the task completes with isError)."""
+    await anyio.sleep(1)
+    raise ToolError("The job failed: nothing to process")
+
+
+@server.tool(task="optional")
+async def protocol_error_job() -> str:
+    """Fail with a protocol error (the task fails with the JSON-RPC error inlined)."""
+    await anyio.sleep(0.2)
+    raise McpError(INTERNAL_ERROR, "The job hit an internal error")
+
+
+@server.tool(task="optional")
+def confirm_delete(filename: str, ctx: Context) -> str:
+    """Ask before deleting `filename` (a task waits in input_required for the answer)."""
+    answer = ctx.answer("confirmation")
+    if answer is None:
+        raise InputRequired(confirmation=Elicit(f"Delete {filename}?", form(confirm="boolean")))
+    confirmed = answer.accepted and answer.content.get("confirm") is True
+    return f"Deleted {filename}" if confirmed else f"Kept {filename}"
+
+
+@server.tool(task="optional")
+def multi_input(ctx: Context) -> str:
+    """Ask two questions at once; answers may come one at a time."""
+    first, second = ctx.answer("first"), ctx.answer("second")
+    if first is None or second is None:
+        raise InputRequired(first=Elicit("First name?", form(name="string")),
+                            second=Elicit("Second name?", form(name="string")))
+    return f"Got {first.content.get('name')} and {second.content.get('name')}"
+
+
+@server.tool(task="required", task_after_input=True)
+async def test_tool_with_task(ctx: Context) -> str:
+    """Ask the user's name in the request (MRTR), then greet them from a task."""
+    answer = ctx.answer("user_name")
+    if answer is None:
+        raise InputRequired(user_name=Elicit("What is your name?", form(name="string")))
+    await anyio.sleep(0.5)
+    return f"Hello, {answer.content.get('name')}! (from a task)"
 
 
 # -- resources -----------------------------------------------------------------

@@ -316,6 +316,8 @@ class Dispatcher:
             arguments = {}
         elif not isinstance(arguments, dict):
             raise invalid_params('tools/call "arguments" must be a JSON object')
+        if tool.task != "forbidden":
+            return await self.server.tasks.call(tool, arguments, params, context)
         return await tool.call(arguments, context)
 
     async def _on_resources_read(self, route: Route, params: dict[str, Any], context: Context) -> dict[str, Any]:

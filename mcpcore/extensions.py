@@ -19,7 +19,7 @@ import re
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Union
 
 from .signature import run_callback
-from .wire import missing_capability
+from .wire import MODERN_VERSIONS, missing_capability
 
 if TYPE_CHECKING:
     from .context import Context
@@ -47,7 +47,10 @@ class Extension:
         self.methods: dict[str, MethodHandler] = {}
 
     def declared(self, ctx: Context) -> dict[str, Any] | None:
-        """The settings the request's client declared for this extension, or None when it did not."""
+        """The settings the request's client declared for this extension, or None when it did not
+        (always None on the 2025-era wire, which has no extensions)."""
+        if ctx.protocol_version not in MODERN_VERSIONS:
+            return None
         extensions = ctx.client_capabilities.get("extensions")
         found = extensions.get(self.id) if isinstance(extensions, dict) else None
         return found if isinstance(found, dict) else None

@@ -6,13 +6,16 @@ database pool, yields it and closes it. Every transport enters
 `server.lifespan` before it serves and leaves it after its in-flight calls have
 drained; the first entry runs the start-up, the last exit the shut-down, so
 stdio and HTTP serving one server in one process share one pool. What the
-start-up yields is `ctx.lifespan` in every call.
+start-up yields is `ctx.lifespan` in every call. Work that outlives the request
+that started it (a task's rounds) is `spawn`ed into the lifespan: it is cancelled
+and awaited when the last transport leaves, before the shut-down code runs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any, AsyncContextManager, Callable
+from typing import TYPE_CHECKING, Any, AsyncContextManager, Callable, Coroutine
 
 import anyio
 
@@ -38,6 +41,7 @@ class Lifespan:
         self._stack: contextlib.AsyncExitStack | None = None
         self._lock = anyio.Lock()
         self.value: Any = None  # what the start-up yielded, while entered
+        self._background: set[asyncio.Task[None]] = set()  # spawned, not finished
 
     @property
     def entered(self) -> bool:
@@ -58,10 +62,28 @@ class Lifespan:
             self._users += 1
             return self.value
 
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run `work` in the background until it ends or the server stops (asyncio tasks, not a task
+        group: the first transport to enter and the last to leave need not be one task)."""
+        if self._users == 0:
+            work.close()
+            raise RuntimeError("background work needs a running server (inside `async with server.lifespan`)")
+        job = asyncio.get_running_loop().create_task(work)
+        self._background.add(job)
+        job.add_done_callback(self._background.discard)
+
+    async def _stop_background(self) -> None:
+        jobs = list(self._background)
+        for job in jobs:
+            job.cancel()
+        await asyncio.gather(*jobs, return_exceptions=True)
+
     async def __aexit__(self, *exc_info: Any) -> None:
         with anyio.CancelScope(shield=True):  # shut-down runs even when serving was cancelled
             async with self._lock:
                 self._users -= 1
+                if self._users == 0:
+                    await self._stop_background()
                 if self._users == 0 and self._stack is not None:
                     stack, self._stack = self._stack, None
                     try:

@@ -23,6 +23,7 @@ from .protocol import Route
 from .resources import Resource, ResourceTemplate
 from .routes import CustomRoute, RouteFunction, custom_route
 from .sealing import DEFAULT_TTL_SECONDS, Sealer
+from .tasks import Tasks
 from .subscriptions import PROMPTS, RESOURCE, RESOURCES, TOOLS, Bus, Change, LocalBus, Subscriptions
 from .threads import ThreadPool
 from .tools import Tool
@@ -90,8 +91,9 @@ class Server:
         self.middleware = tuple(middleware)  # around every call, the first one outermost (middleware.py)
         self.strict = strict  # arguments only as sent: no "41" read as 41 (a tool's strict= overrides it)
         self.mask_errors = mask_errors  # a tool's unexpected exception: a generic message and a logged reference
-        self.custom_routes: dict[str, CustomRoute] = {}
-        self.extensions: dict[str, Extension] = {}  # by identifier (extensions.py)  # plain HTTP routes beside the endpoint (routes.py)
+        self.custom_routes: dict[str, CustomRoute] = {}  # plain HTTP routes beside the endpoint (routes.py)
+        self.extensions: dict[str, Extension] = {}  # by identifier (extensions.py)
+        self._tasks: Tasks | None = None  # the Tasks extension, once a tool or the app asks for it
         self.metrics: Metrics | None = None  # counted when on; the HTTP server serves /metrics
         if metrics:
             from .metrics import Metrics
@@ -99,6 +101,14 @@ class Server:
             self.metrics = Metrics()
         self.lifespan = Lifespan(self, lifespan)  # every transport serves inside `async with server.lifespan`
         self.dispatcher = Dispatcher(self)
+
+    @property
+    def tasks(self) -> Tasks:
+        """The Tasks extension (`mcpcore.tasks`), declared on first use: a tool registered with
+        `task="optional"` or `"required"` uses it; `server.tasks.configure(...)` sets it up."""
+        if self._tasks is None:
+            self._tasks = Tasks(self)
+        return self._tasks
 
     @property
     def bus(self) -> Bus:
@@ -121,7 +131,9 @@ class Server:
         meta, ttl_ms, cache_scope, scopes (OAuth scopes a caller's token needs, with
         `Server(auth=...)`), inline (a sync function runs on the event loop instead of
         a worker thread: only for trivial, never-blocking functions), strict (True: no
-        argument coercion for this tool; None: the server's `strict`).
+        argument coercion for this tool; None: the server's `strict`), task ("optional" or
+        "required": a client that declared the Tasks extension gets a task to poll;
+        default "forbidden"), task_after_input (gather MRTR input before becoming a task).
         """
         if fn is None:
             return lambda f: self.tool(f, **options)
@@ -129,7 +141,10 @@ class Server:
         return fn
 
     def add_tool(self, fn: Callable[..., Any], *, ttl_ms: int | None = None, cache_scope: str | None = None, **options: Any) -> Tool:
-        return self.tools.add(Tool(fn, cache=CacheHints(ttl_ms, cache_scope), **options))
+        tool = Tool(fn, cache=CacheHints(ttl_ms, cache_scope), **options)
+        if tool.task != "forbidden":
+            self.tasks  # declares the extension
+        return self.tools.add(tool)
 
     def remove_tool(self, name: str) -> None:
         self.tools.remove(name)

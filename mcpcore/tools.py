@@ -21,6 +21,7 @@ from .context import Context
 from .inputs import InputRequired
 from .protocol import Route
 from .signature import FunctionInfo
+from .tasks import TASK_MODES
 from .toolheaders import HeaderParam, header_params
 from .typeschema import hoist_defs, is_structured, schema_for, to_jsonable
 from .validation import SchemaViolation, Validator
@@ -55,8 +56,14 @@ class Tool:
         inline: bool = False,
         scopes: Sequence[str] = (),
         strict: bool | None = None,
+        task: str = "forbidden",
+        task_after_input: bool = False,
     ) -> None:
+        if task not in TASK_MODES:
+            raise ValueError(f"task= is one of {', '.join(TASK_MODES)}; not {task!r}")
         self.info = FunctionInfo(fn, inline=inline)
+        self.task = task  # whether a client that declared the Tasks extension gets a task (tasks.py)
+        self.task_after_input = task_after_input  # a call gathers its MRTR input before it becomes a task
         self.scopes = tuple(scopes)  # what a caller's token needs, on an authenticated transport
         self.key = self.info.name if name is None else name
         check_tool_name(self.key)

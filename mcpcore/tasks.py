@@ -1,0 +1,346 @@
+"""The Tasks extension (SEP-2663, `io.modelcontextprotocol/tasks`): a tool call answered with a handle.
+
+Theory of operation. A tool registered with `task="optional"` or `task="required"`
+is run as a task for a client that declared the extension on its request (the
+2026-07-28 wire only); other clients get the ordinary synchronous call, or
+`-32021` naming the extension when the tool requires it. The task is stored
+before the reply (`TaskStore.create`), the reply is the flat `CreateTaskResult`,
+and the function runs in the background of the server's lifespan, so a closed
+response stream never stops it.
+
+A task runs in rounds, like an MRTR call: a round ends in a result (`completed`,
+an `isError` result included), a protocol error (`failed`) or an `InputRequired`.
+Its requests become the task's outstanding `inputRequests` (status
+`input_required`) under keys never reused in the task's life; `tasks/update`
+takes valid answers to outstanding keys and ignores the rest; once none is
+outstanding the next round runs with the answers (`ctx.answer`) and the state
+(`ctx.state`), as a retry would. `tasks/cancel` settles the task to `cancelled`
+and cancels its round. Every transition is one atomic `TaskStore.update` that
+never leaves a terminal status, so a late result cannot undo a cancellation.
+
+A tool registered with `task_after_input=True` gathers its input first: a call
+without `inputResponses` runs in the request (its `InputRequired` is an ordinary
+`input_required` result), and the retry that brings the answers becomes the
+task. `ctx.progress(...)` in a task sets its `statusMessage`; log messages have
+nowhere to go and are dropped. Tasks are bounded in number, in all and per
+principal, and expire `ttl_ms` after creation; a task is seen only by the
+principal that created it (`-32602` for anyone else, as for an unknown id).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Mapping
+
+import anyio
+import orjson
+
+from .call import Call
+from .context import Context
+from .inputs import ElicitAnswer, InputRequired, SampleAnswer, parse_answer, read_answers
+from .taskstore import MemoryTaskStore, TaskRecord, TaskStore
+from .wire import INTERNAL_ERROR, INVALID_REQUEST, META_LOG_LEVEL, McpError, invalid_params, missing_capability
+
+if TYPE_CHECKING:
+    from .server import Server
+    from .tools import Tool
+
+__all__ = ["TASKS", "TASK_MODES", "Tasks"]
+
+log = logging.getLogger(__name__)
+
+TASKS = "io.modelcontextprotocol/tasks"
+TASK_MODES = ("forbidden", "optional", "required")
+_SWEEP_SECONDS = 1.0  # how often, at most, expired tasks are swept
+
+
+class Tasks:
+    """The Tasks extension of one server (`server.tasks`); made when a tool first asks for it.
+
+    Settings (change them before serving, or with `configure`): `store` (a `TaskStore`;
+    in memory by default), `ttl_ms` (how long a task is kept after creation; None: until
+    deleted), `poll_interval_ms` (what clients are told to wait between polls),
+    `max_tasks` and `max_tasks_per_principal` (stored tasks, finished ones included).
+    """
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.store: TaskStore = MemoryTaskStore()
+        self.ttl_ms: int | None = 3_600_000
+        self.poll_interval_ms = 500
+        self.max_tasks = 10_000
+        self.max_tasks_per_principal = 1_000
+        self._running: dict[str, anyio.CancelScope] = {}  # the rounds running in this process
+        self._swept = 0.0
+        self.extension = server.extension(TASKS)
+        self.extension.method("tasks/get", name_field="taskId")(self._on_get)
+        self.extension.method("tasks/update", name_field="taskId")(self._on_update)
+        self.extension.method("tasks/cancel", name_field="taskId")(self._on_cancel)
+
+    def configure(self, **settings: Any) -> Tasks:
+        """Set any of the settings by name: `server.tasks.configure(ttl_ms=600_000)`."""
+        for name, value in settings.items():
+            if name not in ("store", "ttl_ms", "poll_interval_ms", "max_tasks", "max_tasks_per_principal"):
+                raise TypeError(f"Tasks has no setting {name!r}")
+            setattr(self, name, value)
+        return self
+
+    # -- tools/call -----------------------------------------------------------
+
+    async def call(self, tool: Tool, arguments: dict[str, Any], params: dict[str, Any], context: Context) -> dict[str, Any]:
+        """Answer `tools/call` of a task-capable tool: as a task when the client declared the extension."""
+        if self.extension.declared(context) is None:
+            if tool.task == "required":
+                raise missing_capability({"extensions": {TASKS: {}}})
+            return await tool.call(arguments, context)
+        if tool.task_after_input and params.get("inputResponses") is None and params.get("requestState") is None:
+            return await tool.call(arguments, context)
+        record = await self._create(tool, arguments, params.get("inputResponses") or {}, context)
+        self.server.lifespan.spawn(self._run(record.task_id))
+        return {"resultType": "task", **_handle(record)}
+
+    async def _create(self, tool: Tool, arguments: dict[str, Any], responses: Mapping[str, Any], context: Context) -> TaskRecord:
+        now = time.time()
+        await self._sweep(now)
+        stored, owned = await self.store.count(context.principal)
+        if stored >= self.max_tasks or owned >= self.max_tasks_per_principal:
+            limit = self.max_tasks if stored >= self.max_tasks else self.max_tasks_per_principal
+            raise McpError(INVALID_REQUEST, f"Too many tasks (limit {limit}); let some finish and expire first")
+        meta = {key: value for key, value in context.meta.items() if key not in (META_LOG_LEVEL, "progressToken")}
+        record = TaskRecord(
+            task_id=secrets.token_hex(16),
+            principal=context.principal,
+            tool=tool.key,
+            arguments=arguments,
+            meta=meta,
+            created_at=now,
+            updated_at=now,
+            ttl_ms=self.ttl_ms,
+            poll_interval_ms=self.poll_interval_ms,
+            state=context.state,
+            answers={name: responses[name] for name in context.answers if name in responses},
+            kinds={name: _kind(answer) for name, answer in context.answers.items()},
+        )
+        await self.store.create(record)
+        return record
+
+    # -- rounds ---------------------------------------------------------------
+
+    async def _run(self, task_id: str) -> None:
+        """Run rounds while the task is working (a round that asks for nothing goes straight on)."""
+        while True:
+            record = await self.store.get(task_id)
+            if record is None or record.status != "working":
+                return
+            with anyio.CancelScope() as scope:
+                self._running[task_id] = scope
+                try:
+                    outcome = await self._round(record)
+                except BaseException:  # the server is stopping: say so, for a store that outlives it
+                    with anyio.CancelScope(shield=True):
+                        await self.store.update(task_id, _settle("failed", error=McpError(INTERNAL_ERROR, "The server stopped before the task finished").to_dict()))
+                    raise
+                finally:
+                    del self._running[task_id]
+            if scope.cancelled_caught:
+                return  # cancelled or expired: the store already says so
+            changed = await self.store.update(task_id, outcome)
+            if changed is None or changed[1].round == record.round:
+                return
+
+    async def _round(self, record: TaskRecord) -> Any:
+        """Run the function once; the change to the record that its outcome makes."""
+        tool = self.server.tools.get(record.tool)
+        if tool is None:
+            return _settle("failed", error=McpError(INTERNAL_ERROR, f"The tool {record.tool!r} is no longer offered").to_dict())
+        meta = {**record.meta, "progressToken": record.task_id}
+        call = Call({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": record.tool, "_meta": meta}},
+                    route=tool.route, principal=record.principal)
+        context = Context(call, _StatusWriter(self, record.task_id), meta, self.server)
+        context.state = record.state
+        context.answers = read_answers(record.answers, record.kinds)
+        try:
+            result = await tool.call(dict(record.arguments), context)
+        except InputRequired as ask:
+            try:
+                asked, payload = ask.result(context.client_capabilities)
+            except McpError as error:
+                return _settle("failed", error=error.to_dict())
+            return _asking(asked.get("inputRequests", {}), payload)
+        except McpError as error:
+            return _settle("failed", error=error.to_dict())
+        except Exception:
+            log.exception("task %s of tool %r raised", record.task_id, record.tool)
+            return _settle("failed", error=McpError(INTERNAL_ERROR, "Internal error").to_dict())
+        return _settle("completed", result={"resultType": "complete", **result})
+
+    async def status_message(self, task_id: str, message: str) -> None:
+        """Set a working task's `statusMessage` (what `ctx.progress` in a task does)."""
+        def change(record: TaskRecord) -> TaskRecord | None:
+            return record.changed(time.time(), status_message=message) if record.status == "working" else None
+
+        await self.store.update(task_id, change)
+
+    async def _sweep(self, now: float) -> None:
+        if now - self._swept < _SWEEP_SECONDS:
+            return
+        self._swept = now
+        for task_id in await self.store.expire(now):
+            scope = self._running.get(task_id)
+            if scope is not None:
+                scope.cancel()
+
+    # -- the tasks/* methods ----------------------------------------------------
+
+    async def _owned(self, params: dict[str, Any], context: Context) -> TaskRecord:
+        """The caller's task named by `params.taskId` (-32602 when unknown, expired or not theirs)."""
+        task_id = params.get("taskId")
+        if not isinstance(task_id, str):
+            raise invalid_params('this request needs a string "taskId"')
+        await self._sweep(time.time())
+        record = await self.store.get(task_id)
+        if record is None or record.principal != context.principal:
+            raise invalid_params(f"Unknown task: {task_id!r} (never created, expired, or not yours)", {"taskId": task_id})
+        return record
+
+    async def _on_get(self, params: dict[str, Any], context: Context) -> dict[str, Any]:
+        return _detailed(await self._owned(params, context))
+
+    async def _on_update(self, params: dict[str, Any], context: Context) -> dict[str, Any]:
+        record = await self._owned(params, context)
+        responses = params.get("inputResponses")
+        if not isinstance(responses, dict):
+            raise invalid_params('tasks/update needs an "inputResponses" object keyed by input request')
+        changed = await self.store.update(record.task_id, _answering(responses))
+        if changed is not None and changed[0].status == "input_required" and changed[1].status == "working":
+            self.server.lifespan.spawn(self._run(record.task_id))
+        return {}
+
+    async def _on_cancel(self, params: dict[str, Any], context: Context) -> dict[str, Any]:
+        record = await self._owned(params, context)
+        await self.store.update(record.task_id, _settle("cancelled", status_message="Cancelled by the client"))
+        scope = self._running.get(record.task_id)
+        if scope is not None:
+            scope.cancel()
+        return {}
+
+
+class _StatusWriter:
+    """A task round's writer: progress becomes the task's statusMessage; nothing else has a reader."""
+
+    def __init__(self, tasks: Tasks, task_id: str) -> None:
+        self._tasks, self._task_id = tasks, task_id
+
+    async def notify(self, message: bytes) -> None:
+        sent = orjson.loads(message)
+        if sent.get("method") == "notifications/progress":
+            params = sent["params"]
+            total = params.get("total")
+            text = params.get("message") or (f"{params['progress']:g}/{total:g}" if total else f"{params['progress']:g}")
+            await self._tasks.status_message(self._task_id, text)
+
+    async def respond(self, message: bytes, error_code: int | None = None) -> None:
+        raise RuntimeError("a task round has no response: its outcome goes to the task store")
+
+
+# -- changes to a record (pure functions of the stored record, for TaskStore.update) ----------
+
+
+def _settle(status: str, **fields: Any) -> Any:
+    """Move a task that is not finished to a terminal status."""
+    def change(record: TaskRecord) -> TaskRecord | None:
+        if record.terminal:
+            return None
+        return record.changed(time.time(), status=status, input_requests={}, asked={}, **fields)
+
+    return change
+
+
+def _asking(requests: dict[str, dict[str, Any]], payload: dict[str, Any]) -> Any:
+    """Publish a round's input requests under keys the task has never used (none: go on at once)."""
+    def change(record: TaskRecord) -> TaskRecord | None:
+        if record.terminal:
+            return None
+        used, outstanding, asked = list(record.used_keys), {}, {}
+        for name, request in requests.items():
+            key, n = name, 1
+            while key in used:
+                n += 1
+                key = f"{name}.{n}"
+            used.append(key)
+            outstanding[key], asked[key] = request, [name, payload["asked"][name]]
+        return record.changed(
+            time.time(), status="input_required" if outstanding else "working", input_requests=outstanding,
+            asked=asked, answers={}, kinds={}, state=payload["state"], used_keys=used,
+            round=record.round + (0 if outstanding else 1), status_message=None,
+        )
+
+    return change
+
+
+def _answering(responses: dict[str, Any]) -> Any:
+    """Take the valid answers to outstanding requests; the next round once none is left."""
+    def change(record: TaskRecord) -> TaskRecord | None:
+        if record.status != "input_required":
+            return None
+        outstanding, answers, kinds = dict(record.input_requests), dict(record.answers), dict(record.kinds)
+        for key, raw in responses.items():
+            if key not in outstanding:
+                continue  # unknown, already answered, or from another round: ignored
+            name, kind = record.asked[key]
+            try:
+                parse_answer(key, kind, raw)
+            except McpError:
+                continue  # malformed: the request stays outstanding
+            del outstanding[key]
+            answers[name], kinds[name] = raw, kind
+        if len(outstanding) == len(record.input_requests):
+            return None
+        if outstanding:
+            return record.changed(time.time(), input_requests=outstanding, answers=answers, kinds=kinds)
+        return record.changed(time.time(), status="working", input_requests={}, asked={}, answers=answers,
+                              kinds=kinds, round=record.round + 1)
+
+    return change
+
+
+# -- the wire ---------------------------------------------------------------------------------
+
+
+def _timestamp(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _handle(record: TaskRecord) -> dict[str, Any]:
+    """The `Task` fields (what `CreateTaskResult` carries, flat)."""
+    task: dict[str, Any] = {
+        "taskId": record.task_id,
+        "status": record.status,
+        "createdAt": _timestamp(record.created_at),
+        "lastUpdatedAt": _timestamp(record.updated_at),
+        "ttlMs": record.ttl_ms,
+        "pollIntervalMs": record.poll_interval_ms,
+    }
+    if record.status_message is not None:
+        task["statusMessage"] = record.status_message
+    return task
+
+
+def _detailed(record: TaskRecord) -> dict[str, Any]:
+    """The `DetailedTask` for the task's status: its requests, result or error inlined."""
+    task = _handle(record)
+    if record.status == "input_required":
+        task["inputRequests"] = record.input_requests
+    elif record.status == "completed":
+        task["result"] = record.result
+    elif record.status == "failed":
+        task["error"] = record.error
+    return task
+
+
+def _kind(answer: Any) -> str:
+    """The kind of request a parsed answer answers."""
+    return "elicitation" if isinstance(answer, ElicitAnswer) else "sampling" if isinstance(answer, SampleAnswer) else "roots"
