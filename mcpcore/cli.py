@@ -258,6 +258,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             given.append("--workers")
         if given:
             sys.exit(f"mcpcore: {', '.join(given)} needs --transport http")
+    if args.workers > 1 and server.offers_tasks and server.tasks.per_process:
+        sys.exit("mcpcore: --workers needs a task store the workers share: this server's task tools keep "
+                 "tasks in one process's memory, so a task made by one worker would be unknown to the others "
+                 "(run one process, or set server.tasks.configure(store=...) to a shared TaskStore)")
     if args.workers > 1:
         # A 2025-era session lives in one process, and the kernel spreads connections over all
         # of them: workers serve the stateless wire only.

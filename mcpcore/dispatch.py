@@ -354,4 +354,8 @@ class Dispatcher:
     async def _on_listen(self, route: Route, params: dict[str, Any], context: Context) -> dict[str, Any]:
         server = self.server
         offered = {TOOLS: server.has_tools(), PROMPTS: server.has_prompts(), RESOURCES: server.has_resources()}
-        return await server.subscriptions.listen(params.get("notifications"), offered, context.request_id, context.send_notification)
+        wanted = params.get("notifications")
+        task_ids = frozenset()
+        if server.offers_tasks and isinstance(wanted, dict) and "taskIds" in wanted:
+            task_ids = await server.tasks.followed(wanted["taskIds"], context)
+        return await server.subscriptions.listen(wanted, offered, context.request_id, context.send_notification, task_ids)

@@ -111,6 +111,11 @@ class Server:
         return self._tasks
 
     @property
+    def offers_tasks(self) -> bool:
+        """Whether the Tasks extension is declared (without declaring it)."""
+        return self._tasks is not None
+
+    @property
     def bus(self) -> Bus:
         """Where changes to what is offered are announced (`Server(bus=...)`)."""
         return self.subscriptions.bus

@@ -4,7 +4,10 @@ A `Bus` carries `Change`s (a list changed, a resource was updated) to every
 attached `Subscriber`. Each subscriber has a mailbox that coalesces: at most
 one pending notification per kind (and per subscribed URI), so it is bounded
 by its filter, a slow reader never blocks the announcer or other subscribers,
-and nothing it asked for is lost — repeats merge into one notification.
+and nothing it asked for is lost — repeats merge into one notification. A
+change whose notification carries current state (a task's) is described when
+it is sent, by the describer its kind registered, so coalesced repeats send the
+latest state once.
 `LocalBus` is the in-process bus; one shared by several processes would
 implement the same three methods over a broker (see ADRS.md). `Subscriptions`
 is one server's registry of open subscriptions and runs `subscriptions/listen`.
@@ -21,13 +24,16 @@ from .wire import INVALID_REQUEST, McpError, invalid_params
 
 Send = Callable[[str, dict[str, Any]], Awaitable[None]]
 TOOLS, PROMPTS, RESOURCES, RESOURCE = "toolsListChanged", "promptsListChanged", "resourcesListChanged", "resource"
+TASK = "task"  # a task's status changed (the Tasks extension): `uri` is its id
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 METHODS = {
     TOOLS: "notifications/tools/list_changed",
     PROMPTS: "notifications/prompts/list_changed",
     RESOURCES: "notifications/resources/list_changed",
     RESOURCE: "notifications/resources/updated",
+    TASK: "notifications/tasks",
 }
+Describe = Callable[[str], Awaitable["dict[str, Any] | None"]]  # a change's subject → its notification's params; None: gone
 
 
 @dataclass(frozen=True)
@@ -44,9 +50,10 @@ class Filter:
 
     kinds: frozenset[str]
     uris: frozenset[str]
+    task_ids: frozenset[str] = frozenset()
 
     @classmethod
-    def honoured(cls, wanted: Any, offered: dict[str, bool], max_uris: int) -> "Filter":
+    def honoured(cls, wanted: Any, offered: dict[str, bool], max_uris: int, task_ids: frozenset[str] = frozenset()) -> "Filter":
         """A requested filter, checked (-32602), limited to the kinds the server offers."""
         if not isinstance(wanted, dict):
             raise invalid_params('subscriptions/listen needs a "notifications" filter object')
@@ -62,17 +69,21 @@ class Filter:
             raise invalid_params("notifications.resourceSubscriptions must be a list of URI strings")
         if len(uris) > max_uris:
             raise invalid_params(f"A subscription may follow at most {max_uris} resource URIs")
-        return cls(frozenset(kinds), frozenset(uris) if offered.get(RESOURCES) else frozenset())
+        return cls(frozenset(kinds), frozenset(uris) if offered.get(RESOURCES) else frozenset(), task_ids)
 
     def wants(self, change: Change) -> bool:
         if change.kind == RESOURCE:
             return change.uri in self.uris
+        if change.kind == TASK:
+            return change.uri in self.task_ids
         return change.kind in self.kinds
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {kind: True for kind in (TOOLS, PROMPTS, RESOURCES) if kind in self.kinds}
         if self.uris:
             wire["resourceSubscriptions"] = sorted(self.uris)
+        if self.task_ids:
+            wire["taskIds"] = sorted(self.task_ids)
         return wire
 
 
@@ -96,14 +107,20 @@ class Subscriber:
         self.closed = True
         self._wake.set()
 
-    async def forward(self, subscription_id: Any, send: Send) -> None:
+    async def forward(self, subscription_id: Any, send: Send, describers: dict[str, Describe]) -> None:
         """Acknowledge, then send each change tagged with the subscription id until closed."""
         tag = {SUBSCRIPTION_ID: subscription_id}
         await send("notifications/subscriptions/acknowledged", {"_meta": tag, "notifications": self.filter.to_wire()})
         while (changes := await self.next()) is not None:
             for change in changes:
                 params: dict[str, Any] = {"_meta": tag}
-                if change.uri is not None:
+                describe = describers.get(change.kind)
+                if describe is not None:
+                    described = await describe(change.uri or "")
+                    if described is None:
+                        continue
+                    params.update(described)
+                elif change.uri is not None:
                     params["uri"] = change.uri
                 await send(METHODS[change.kind], params)
 
@@ -163,6 +180,7 @@ class Subscriptions:
         self.bus = bus
         self.max_subscriptions = max_subscriptions
         self.max_uris = max_uris
+        self.describers: dict[str, Describe] = {}  # by change kind: notifications that carry current state
         self._open: set[Subscriber] = set()
 
     def __len__(self) -> int:
@@ -171,16 +189,19 @@ class Subscriptions:
     def __iter__(self) -> Iterator[Subscriber]:
         return iter(list(self._open))
 
-    async def listen(self, wanted: Any, offered: dict[str, bool], subscription_id: Any, send: Send) -> dict[str, Any]:
-        """Serve one `subscriptions/listen` until `close_all`; return its `complete` result."""
-        honoured = Filter.honoured(wanted, offered, self.max_uris)
+    async def listen(
+        self, wanted: Any, offered: dict[str, bool], subscription_id: Any, send: Send, task_ids: frozenset[str] = frozenset()
+    ) -> dict[str, Any]:
+        """Serve one `subscriptions/listen` until `close_all`; return its `complete` result.
+        `task_ids`: the tasks it may follow (the Tasks extension checked they are the caller's)."""
+        honoured = Filter.honoured(wanted, offered, self.max_uris, task_ids)
         if len(self._open) >= self.max_subscriptions:
             raise McpError(INVALID_REQUEST, f"Too many open subscriptions (limit {self.max_subscriptions}); close one first")
         subscriber = Subscriber(honoured)
         self._open.add(subscriber)
         self.bus.attach(subscriber)
         try:
-            await subscriber.forward(subscription_id, send)
+            await subscriber.forward(subscription_id, send, self.describers)
         finally:
             self.bus.detach(subscriber)
             self._open.discard(subscriber)

@@ -40,6 +40,7 @@ import orjson
 
 from .call import Call
 from .context import Context
+from .subscriptions import TASK, Change
 from .inputs import ElicitAnswer, InputRequired, SampleAnswer, parse_answer, read_answers
 from .taskstore import MemoryTaskStore, TaskRecord, TaskStore
 from .wire import INTERNAL_ERROR, INVALID_REQUEST, META_LOG_LEVEL, McpError, invalid_params, missing_capability
@@ -79,6 +80,7 @@ class Tasks:
         self.extension.method("tasks/get", name_field="taskId")(self._on_get)
         self.extension.method("tasks/update", name_field="taskId")(self._on_update)
         self.extension.method("tasks/cancel", name_field="taskId")(self._on_cancel)
+        server.subscriptions.describers[TASK] = self._describe
 
     def configure(self, **settings: Any) -> Tasks:
         """Set any of the settings by name: `server.tasks.configure(ttl_ms=600_000)`."""
@@ -87,6 +89,11 @@ class Tasks:
                 raise TypeError(f"Tasks has no setting {name!r}")
             setattr(self, name, value)
         return self
+
+    @property
+    def per_process(self) -> bool:
+        """Whether tasks live in this process only (the in-memory store): other processes cannot see them."""
+        return isinstance(self.store, MemoryTaskStore)
 
     # -- tools/call -----------------------------------------------------------
 
@@ -141,13 +148,13 @@ class Tasks:
                     outcome = await self._round(record)
                 except BaseException:  # the server is stopping: say so, for a store that outlives it
                     with anyio.CancelScope(shield=True):
-                        await self.store.update(task_id, _settle("failed", error=McpError(INTERNAL_ERROR, "The server stopped before the task finished").to_dict()))
+                        await self._update(task_id, _settle("failed", error=McpError(INTERNAL_ERROR, "The server stopped before the task finished").to_dict()))
                     raise
                 finally:
                     del self._running[task_id]
             if scope.cancelled_caught:
                 return  # cancelled or expired: the store already says so
-            changed = await self.store.update(task_id, outcome)
+            changed = await self._update(task_id, outcome)
             if changed is None or changed[1].round == record.round:
                 return
 
@@ -182,7 +189,34 @@ class Tasks:
         def change(record: TaskRecord) -> TaskRecord | None:
             return record.changed(time.time(), status_message=message) if record.status == "working" else None
 
-        await self.store.update(task_id, change)
+        await self._update(task_id, change)
+
+    async def _update(self, task_id: str, change: Any) -> tuple[TaskRecord, TaskRecord] | None:
+        """Change a record in the store; subscriptions following the task hear of it."""
+        changed = await self.store.update(task_id, change)
+        if changed is not None and changed[0] != changed[1]:
+            self.server.bus.publish(Change(TASK, task_id))
+        return changed
+
+    async def _describe(self, task_id: str) -> dict[str, Any] | None:
+        """A `notifications/tasks` body: the task as `tasks/get` would show it now."""
+        record = await self.store.get(task_id)
+        return None if record is None else _detailed(record)
+
+    async def followed(self, wanted: Any, context: Context) -> frozenset[str]:
+        """The tasks a `subscriptions/listen` asking for `taskIds` may follow: the caller's own."""
+        if self.extension.declared(context) is None:
+            raise missing_capability({"extensions": {TASKS: {}}})
+        if not isinstance(wanted, list) or not all(isinstance(task_id, str) for task_id in wanted):
+            raise invalid_params("notifications.taskIds must be a list of task id strings")
+        if len(wanted) > self.server.subscriptions.max_uris:
+            raise invalid_params(f"A subscription may follow at most {self.server.subscriptions.max_uris} tasks")
+        owned = set()
+        for task_id in wanted:
+            record = await self.store.get(task_id)
+            if record is not None and record.principal == context.principal:
+                owned.add(task_id)
+        return frozenset(owned)
 
     async def _sweep(self, now: float) -> None:
         if now - self._swept < _SWEEP_SECONDS:
@@ -214,14 +248,14 @@ class Tasks:
         responses = params.get("inputResponses")
         if not isinstance(responses, dict):
             raise invalid_params('tasks/update needs an "inputResponses" object keyed by input request')
-        changed = await self.store.update(record.task_id, _answering(responses))
+        changed = await self._update(record.task_id, _answering(responses))
         if changed is not None and changed[0].status == "input_required" and changed[1].status == "working":
             self.server.lifespan.spawn(self._run(record.task_id))
         return {}
 
     async def _on_cancel(self, params: dict[str, Any], context: Context) -> dict[str, Any]:
         record = await self._owned(params, context)
-        await self.store.update(record.task_id, _settle("cancelled", status_message="Cancelled by the client"))
+        await self._update(record.task_id, _settle("cancelled", status_message="Cancelled by the client"))
         scope = self._running.get(record.task_id)
         if scope is not None:
             scope.cancel()
@@ -250,11 +284,11 @@ class _StatusWriter:
 
 
 def _settle(status: str, **fields: Any) -> Any:
-    """Move a task that is not finished to a terminal status."""
+    """Move a task that is not finished to a terminal status (a working status message is dropped)."""
     def change(record: TaskRecord) -> TaskRecord | None:
         if record.terminal:
             return None
-        return record.changed(time.time(), status=status, input_requests={}, asked={}, **fields)
+        return record.changed(time.time(), **{"status": status, "input_requests": {}, "asked": {}, "status_message": None, **fields})
 
     return change
 

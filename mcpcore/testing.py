@@ -266,9 +266,7 @@ class Client:
             response = await self._send(method, params, progress, heard)
             assert response is not None, f"the server sent no response to {method}"
             if "error" in response:
-                error = response["error"]
-                code, text, data = error.get("code", 0), error.get("message", ""), error.get("data")
-                raise InvalidParams(text, data) if code == INVALID_PARAMS else McpError(code, text, data)
+                raise _raised(response["error"])
             result = response["result"]
             if result.get("resultType") != "input_required":
                 return Outcome(result, heard)
@@ -354,9 +352,10 @@ class Client:
 
     @contextlib.asynccontextmanager
     async def listen(self, *, tools: bool = False, prompts: bool = False, resources: bool = False,
-                     uris: Sequence[str] = ()) -> AsyncIterator[Subscription]:
+                     uris: Sequence[str] = (), task_ids: Sequence[str] = ()) -> AsyncIterator[Subscription]:
         """An open `subscriptions/listen` (2026-07-28, in memory): `await sub.next()` is the next change
-        notification (list changes, `resources/updated` for `uris`); leaving the block cancels it."""
+        notification (list changes, `resources/updated` for `uris`, `notifications/tasks` for
+        `task_ids`); leaving the block cancels it."""
         if self.legacy or not isinstance(self._channel, _Memory):
             raise NotImplementedError("listen() serves the 2026-07-28 wire in memory; use call notifications otherwise")
         import anyio
@@ -365,18 +364,32 @@ class Client:
                                   "resourcesListChanged": resources}
         if uris:
             wanted["resourceSubscriptions"] = list(uris)
+        if task_ids:
+            wanted["taskIds"] = list(task_ids)
         message = self._message("subscriptions/listen", {"notifications": wanted}, False)
         sink, source = anyio.create_memory_object_stream[dict[str, Any]](256)
 
         async def hear(received: dict[str, Any]) -> None:
             await sink.send(self._checked(received))
 
+        async def serve() -> None:
+            response = await self._channel.exchange(message, hear, False)
+            if response is not None and "error" in response:
+                await sink.send(response)  # raised by the subscription's next()
+
+        refused: McpError | None = None
         async with anyio.create_task_group() as tasks, sink, source:
-            tasks.start_soon(self._channel.exchange, message, hear, False)
+            tasks.start_soon(serve)
             subscription = Subscription(source)
-            subscription.acknowledged = (await subscription.next())["params"]
-            yield subscription
+            try:
+                subscription.acknowledged = (await subscription.next())["params"]
+            except McpError as error:
+                refused = error  # raised outside the task group, as itself
+            else:
+                yield subscription
             tasks.cancel_scope.cancel()
+        if refused is not None:
+            raise refused
 
     async def discover(self) -> dict[str, Any]:
         """`server/discover` (2026-07-28), or what `initialize` answered (2025 eras)."""
@@ -443,11 +456,21 @@ class Subscription:
         self.acknowledged: dict[str, Any] = {}  # the server's acknowledgement: what it will send
 
     async def next(self, timeout: float = 5.0) -> dict[str, Any]:
-        """The next notification (TimeoutError when none comes within `timeout` seconds)."""
+        """The next notification (TimeoutError when none comes within `timeout` seconds; the
+        `McpError` when the server refused the subscription)."""
         import anyio
 
         with anyio.fail_after(timeout):
-            return await self._source.receive()
+            received = await self._source.receive()
+        if "error" in received:
+            raise _raised(received["error"])
+        return received
+
+
+def _raised(error: dict[str, Any]) -> McpError:
+    """The exception for a JSON-RPC error object."""
+    code, text, data = error.get("code", 0), error.get("message", ""), error.get("data")
+    return InvalidParams(text, data) if code == INVALID_PARAMS else McpError(code, text, data)
 
 
 class _SyncClient:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import anyio
 import pytest
 
 from conftest import ROOT, meta, request
@@ -30,7 +31,7 @@ def test_ci_runs_exactly_the_readmes_test_command() -> None:
 async def test_readme_example_server_answers_as_documented() -> None:
     server = sample_server("README.md", 0)
     tools = await result_of(server, request("tools/list"))
-    assert [t["name"] for t in tools["tools"]] == ["forecast", "slow_report", "raw"]
+    assert [t["name"] for t in tools["tools"]] == ["forecast", "slow_report", "raw", "season_outlook"]
     called = await result_of(server, request("tools/call", name="forecast", arguments={"city": "Paris"}))
     assert called["structuredContent"] == {"city": "Paris", "high": 21.5, "unit": "c"}
     bad = await result_of(server, request("tools/call", name="forecast", arguments={"city": "Paris", "days": "two"}))
@@ -44,6 +45,31 @@ async def test_readme_example_server_answers_as_documented() -> None:
         server, request("completion/complete", ref={"type": "ref/prompt", "name": "plan_trip"}, argument={"name": "city", "value": "P"})
     )
     assert done["completion"]["values"] == ["Paris", "Prague"]
+
+
+async def test_readme_example_runs_a_task_and_serves_its_custom_extension() -> None:
+    from mcpcore import McpError
+    from mcpcore.testing import Client
+
+    server = sample_server("README.md", 0)
+    async with Client(server) as plain:
+        outlook = await plain.call_tool("season_outlook", {"city": "Oslo"})
+        assert outlook.text == "A mild season in Oslo"  # no Tasks extension declared: the plain call
+        with pytest.raises(McpError) as refused:
+            await plain.request("com.example/units/convert", {"unit": "f", "value": 20})
+        assert refused.value.code == -32021
+    extensions = {"io.modelcontextprotocol/tasks": {}, "com.example/units": {}}
+    async with Client(server, extensions=extensions) as client:
+        handle = (await client.request("tools/call", {"name": "season_outlook", "arguments": {"city": "Oslo"}})).result
+        assert handle["resultType"] == "task"
+        for _ in range(200):
+            task = (await client.request("tasks/get", {"taskId": handle["taskId"]})).result
+            if task["status"] == "completed":
+                break
+            await anyio.sleep(0.01)
+        assert task["result"]["content"][0]["text"] == "A mild season in Oslo"
+        converted = await client.request("com.example/units/convert", {"unit": "f", "value": 20})
+        assert converted.result["value"] == 68.0
 
 
 async def test_guide_asking_example_elicits_or_falls_back_to_sampling() -> None:
