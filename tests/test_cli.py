@@ -150,3 +150,11 @@ def test_a_public_bind_without_an_allowed_host_list_is_refused_with_the_fix(work
     result = subprocess.run(command, capture_output=True, text=True, timeout=30)
     assert result.returncode == 1 and "--allow-host" in result.stderr and "DNS rebinding" in result.stderr
     assert result.stderr.count("\n") == 1  # one line, no traceback
+
+
+def test_workers_are_refused_for_tasks_kept_in_one_process() -> None:
+    command = [sys.executable, "-m", "mcpcore", "run", str(ROOT / "examples" / "everything_server.py"), "--transport", "http",
+               "--port", "0", "--workers", "2"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert result.returncode == 1 and "--workers needs a task store the workers share" in result.stderr
+    assert "server.tasks.configure(store=...)" in result.stderr and "Traceback" not in result.stderr
