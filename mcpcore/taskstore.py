@@ -94,7 +94,8 @@ class TaskStore(Protocol):
 
 class MemoryTaskStore:
     """The in-process store: a dict, with a heap of expiry times (records are immutable, so
-    handing them out is safe; `update` runs its change without awaiting, so it is atomic)."""
+    handing them out is safe; `update` runs its change without awaiting, so it is atomic; a
+    heap entry is checked against the record when it comes due)."""
 
     def __init__(self) -> None:
         self._records: dict[str, TaskRecord] = {}
@@ -116,11 +117,13 @@ class MemoryTaskStore:
         return record
 
     async def update(self, task_id: str, change: Change) -> tuple[TaskRecord, TaskRecord] | None:
-        before = self._records.get(task_id)
+        before = await self.get(task_id)
         if before is None:
             return None
         after = change(before) or before
         self._records[task_id] = after
+        if after.expires_at is not None and after.expires_at != before.expires_at:
+            heapq.heappush(self._expiries, (after.expires_at, task_id))  # the earlier entry is skipped when due
         return before, after
 
     async def delete(self, task_id: str) -> None:
@@ -134,7 +137,8 @@ class MemoryTaskStore:
         gone = []
         while self._expiries and self._expiries[0][0] <= now:
             _, task_id = heapq.heappop(self._expiries)
-            if task_id in self._records:
+            record = self._records.get(task_id)  # the entry may be stale: a TTL since changed, an id reused
+            if record is not None and record.expires_at is not None and record.expires_at <= now:
                 await self.delete(task_id)
                 gone.append(task_id)
         return gone

@@ -26,6 +26,7 @@ import anyio
 import h11
 import orjson
 
+from mcpcore import tasks
 from mcpcore.protocol import NAME_FIELDS
 from mcpcore.toolheaders import HeaderParam, header_params
 
@@ -132,7 +133,7 @@ class HttpChannel:
         if method is not None and self.session_id is None:  # the 2026 wire mirrors the body in headers
             headers["mcp-method"] = method
             params = message.get("params") or {}
-            name = params.get(NAME_FIELDS.get(method, ""))
+            name = params.get(NAME_FIELDS.get(method) or tasks.NAME_FIELDS.get(method, ""))
             if isinstance(name, str):
                 headers["mcp-name"] = header_value(name)
             if method == "tools/call":

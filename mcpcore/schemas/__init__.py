@@ -11,7 +11,8 @@ a message that breaks the schema, and returns it otherwise. Used by
 
 `<version>/schema.json` are unmodified copies of the schemas the specification
 project publishes (see NOTICE.md); `MCP_SPEC_DIR` points the checks at another
-folder laid out the same way.
+folder laid out the same way. `ext-tasks/schema.json`, the Tasks extension's own
+schema (always the shipped copy), checks task results and `notifications/tasks`.
 """
 
 from __future__ import annotations
@@ -78,6 +79,10 @@ NOTIFICATION_TYPES = {
 }
 
 
+TASKS_SCHEMA = Path(__file__).resolve().parent / "ext-tasks" / "schema.json"
+TASK_RESULTS = {"tasks/get": "GetTaskResult", "tasks/update": "UpdateTaskResult", "tasks/cancel": "CancelTaskResult"}
+
+
 @functools.lru_cache(maxsize=None)
 def _schema(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text())
@@ -120,6 +125,9 @@ def check(message: Any, method: str | None = None) -> Any:
     validator("JSONRPCMessage").validate(message)
     if "method" in message:
         assert "id" not in message, "the server must never send requests"
+        if message["method"] == "notifications/tasks":
+            validator("TaskStatusNotification", TASKS_SCHEMA).validate(message)
+            return message
         definition = NOTIFICATION_TYPES.get(message["method"])
         assert definition, f"the server sent an unknown notification {message['method']!r}"
         validator(definition).validate(message)
@@ -129,8 +137,13 @@ def check(message: Any, method: str | None = None) -> Any:
         assert not -32099 <= message["error"]["code"] <= -32023, "undefined MCP-reserved error code"
     else:
         result = message["result"]
-        assert result.get("resultType") in ("complete", "input_required"), "every result needs resultType"
+        assert result.get("resultType") in ("complete", "input_required", "task"), "every result needs resultType"
         assert "io.modelcontextprotocol/serverInfo" in result.get("_meta", {}), "every result carries serverInfo"
-        if method in RESULT_TYPES:
+        if result["resultType"] == "task":  # the Tasks extension's handle, for a tools/call only
+            assert method in (None, "tools/call"), f"a task handle answers tools/call, not {method}"
+            validator("CreateTaskResult", TASKS_SCHEMA).validate(result)
+        elif method in TASK_RESULTS:
+            validator(TASK_RESULTS[method], TASKS_SCHEMA).validate(result)
+        elif method in RESULT_TYPES:
             validator(RESULT_TYPES[method]).validate(message)
     return message

@@ -1,0 +1,638 @@
+"""The Tasks extension (SEP-2663) end to end: task creation, polling, input, cancellation, limits and expiry,
+in memory, over real HTTP (built-in server and uvicorn) and over stdio to a `mcpcore run` subprocess.
+
+Every client here is `strict`: what the server sends is checked against the 2026-07-28 wire schema and,
+for task handles, `tasks/*` results and `notifications/tasks`, against the Tasks extension's own schema.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime
+from typing import Any, Awaitable, Callable
+
+import anyio
+import pytest
+
+from conftest import ROOT, meta, request
+from http_client import HttpClient, Reply, mcp_headers, running
+from mcpcore import Context, Elicit, InputRequired, McpError, Server, ToolError
+from mcpcore.testing import Client
+from mcpcore.wire import InvalidParams
+from memory import exchange
+
+pytestmark = pytest.mark.anyio
+
+TASKS = "io.modelcontextprotocol/tasks"
+DECLARING = {TASKS: {}}
+TERMINAL = ("completed", "failed", "cancelled")
+CONFIRM = {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}
+NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+TASK_FIELDS = {"resultType", "taskId", "status", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs", "_meta"}
+
+
+class Probe:
+    """What the holding tools report to the test: started, stopped (their `finally`), cancelled."""
+
+    def __init__(self) -> None:
+        self.started = anyio.Event()
+        self.release = anyio.Event()
+        self.stopped = anyio.Event()
+        self.cancelled = False
+
+
+def tasks_server() -> tuple[Server, Probe]:
+    server = Server("tasks-tests")
+    probe = Probe()
+
+    @server.tool(task="optional")
+    def echo(text: str) -> str:
+        return f"echo: {text}"
+
+    @server.tool(task="optional")
+    async def nap(seconds: float) -> str:
+        await anyio.sleep(seconds)
+        return f"slept {seconds:g}"
+
+    @server.tool(task="required")
+    def must_poll(text: str) -> str:
+        return f"polled: {text}"
+
+    @server.tool
+    def plain() -> str:
+        return "plain"
+
+    @server.tool(task="optional")
+    def tool_error() -> str:
+        raise ToolError("nothing to process")
+
+    @server.tool(task="optional")
+    def protocol_error() -> str:
+        raise McpError(4001, "quota exceeded", {"retryIn": 5})
+
+    @server.tool(task="optional")
+    def crash() -> str:
+        raise RuntimeError("boom")
+
+    @server.tool(task="optional")
+    def unshapeable() -> dict:  # type: ignore[type-arg]
+        return {"x": object()}  # fails outside the function, in shaping its result: an internal error
+
+    @server.tool(task="optional")
+    async def hold(ctx: Context) -> str:
+        try:
+            await ctx.progress(1, 4, "a quarter done")
+            probe.started.set()
+            await probe.release.wait()
+            return "released"
+        except anyio.get_cancelled_exc_class():
+            probe.cancelled = True
+            raise
+        finally:
+            probe.stopped.set()
+
+    @server.tool(task="optional")
+    async def stubborn() -> str:
+        try:
+            with anyio.CancelScope(shield=True):  # ignores cancellation: finishes whatever happens
+                probe.started.set()
+                await probe.release.wait()
+            return "finished anyway"
+        finally:
+            probe.stopped.set()
+
+    @server.tool(task="optional")
+    def confirm_delete(filename: str, ctx: Context) -> str:
+        answer = ctx.answer("confirmation")
+        if answer is None:
+            raise InputRequired(confirmation=Elicit(f"Delete {filename}?", CONFIRM))
+        return f"deleted {filename}" if answer.accepted and answer.content.get("confirm") is True else f"kept {filename}"
+
+    @server.tool(task="optional")
+    def two_names(ctx: Context) -> str:
+        first, second = ctx.answer("first"), ctx.answer("second")
+        if first is None or second is None:
+            raise InputRequired(first=Elicit("First name?", NAME), second=Elicit("Second name?", NAME))
+        return f"{first.content['name']} and {second.content['name']}"
+
+    @server.tool(task="optional")
+    def confirm_twice(ctx: Context) -> str:
+        answer, state = ctx.answer("confirm"), ctx.state
+        if state is None:
+            raise InputRequired(confirm=Elicit("Sure?", CONFIRM), state={"round": 1})
+        if state["round"] == 1:
+            raise InputRequired(confirm=Elicit("Really sure?", CONFIRM),
+                                state={"round": 2, "first": answer.content["confirm"]})
+        return f"first={state['first']} second={answer.content['confirm']}"
+
+    @server.tool(task="required", task_after_input=True)
+    async def greet_later(ctx: Context) -> str:
+        answer = ctx.answer("user_name")
+        if answer is None:
+            raise InputRequired(user_name=Elicit("Your name?", NAME))
+        return f"Hello, {answer.content['name']}, from a task"
+
+    return server, probe
+
+
+def stdio_server() -> Server:
+    """The same server for `mcpcore run tests/test_tasks.py:stdio_server`."""
+    return tasks_server()[0]
+
+
+def unanswered(params: dict[str, Any]) -> Any:
+    raise AssertionError(f"a task's input comes by tasks/update, not by a retry: {params}")
+
+
+def declaring(server: Server, **options: Any) -> Client:
+    """A client that declares the Tasks extension (and form elicitation, answered only by tasks/update)."""
+    options.setdefault("elicit", unanswered)
+    return Client(server, extensions=DECLARING, strict=True, **options)
+
+
+def accept(**content: Any) -> dict[str, Any]:
+    return {"action": "accept", "content": content}
+
+
+def outcome_of(result: dict[str, Any]) -> dict[str, Any]:
+    """A result without its `_meta` (the serverInfo stamp)."""
+    return {key: value for key, value in result.items() if key != "_meta"}
+
+
+def assert_created(result: dict[str, Any]) -> str:
+    """The flat CreateTaskResult of a new task; its taskId."""
+    assert set(result) == TASK_FIELDS, result
+    assert result["resultType"] == "task" and result["status"] == "working"
+    assert isinstance(result["taskId"], str) and len(result["taskId"]) >= 16
+    created, updated = (datetime.fromisoformat(result[key].replace("Z", "+00:00")) for key in ("createdAt", "lastUpdatedAt"))
+    assert created.utcoffset() is not None and created <= updated  # ISO 8601 with a zone
+    assert all(isinstance(result[key], int) and not isinstance(result[key], bool) for key in ("ttlMs", "pollIntervalMs"))
+    return result["taskId"]
+
+
+async def start(client: Client, tool: str, arguments: dict[str, Any] | None = None) -> str:
+    """Call a task tool as a declaring client; the new task's id."""
+    return assert_created((await client.call_tool(tool, arguments)).result)
+
+
+async def get_task(client: Client, task_id: str) -> dict[str, Any]:
+    result = (await client.request("tasks/get", {"taskId": task_id})).result
+    assert result["resultType"] == "complete" and result["taskId"] == task_id
+    return result
+
+
+async def poll(get: Callable[[], Awaitable[dict[str, Any]]], until: tuple[str, ...] = TERMINAL) -> dict[str, Any]:
+    """`get()` the task until its status is one of `until` (bounded: about five seconds at most)."""
+    task: dict[str, Any] = {}
+    for _ in range(500):
+        task = await get()
+        if task["status"] in until:
+            return task
+        await anyio.sleep(0.01)
+    raise AssertionError(f"the task never reached {until}; last seen {task}")
+
+
+async def poll_task(client: Client, task_id: str, until: tuple[str, ...] = TERMINAL) -> dict[str, Any]:
+    return await poll(lambda: get_task(client, task_id), until)
+
+
+async def update(client: Client, task_id: str, responses: Any) -> dict[str, Any]:
+    result = (await client.request("tasks/update", {"taskId": task_id, "inputResponses": responses})).result
+    assert outcome_of(result) == {"resultType": "complete"}
+    return result
+
+
+async def wait_for(event: anyio.Event) -> None:
+    with anyio.fail_after(5):
+        await event.wait()
+
+
+# -- discovery and creation ------------------------------------------------------
+
+
+async def test_discover_announces_the_tasks_extension() -> None:
+    async with Client(tasks_server()[0], strict=True) as client:
+        info = await client.discover()
+    assert info["capabilities"]["extensions"] == {TASKS: {}}
+
+
+async def test_a_declaring_client_gets_a_flat_create_task_result_that_is_gettable_at_once() -> None:
+    server, _ = tasks_server()
+    async with declaring(server) as client:
+        created = (await client.call_tool("echo", {"text": "hi"})).result
+        task_id = assert_created(created)
+        assert created["ttlMs"] == server.tasks.ttl_ms and created["pollIntervalMs"] == server.tasks.poll_interval_ms
+        task = await get_task(client, task_id)
+    assert task["status"] in ("working", "completed") and task["createdAt"] == created["createdAt"]
+
+
+async def test_a_task_is_polled_to_completed_with_the_result_the_call_would_have_given() -> None:
+    server, _ = tasks_server()
+    async with declaring(server) as client, Client(server, strict=True) as plain:
+        task = await poll_task(client, await start(client, "echo", {"text": "hi"}))
+        synchronous = outcome_of((await plain.call_tool("echo", {"text": "hi"})).result)
+    assert task["status"] == "completed" and "error" not in task and "inputRequests" not in task
+    assert task["result"] == synchronous == {"resultType": "complete", "content": [{"type": "text", "text": "echo: hi"}]}
+
+
+async def test_a_client_that_does_not_declare_tasks_gets_the_synchronous_call_and_no_task() -> None:
+    server, _ = tasks_server()
+    async with Client(server, strict=True) as client:
+        outcome = await client.call_tool("echo", {"text": "hi"})
+    assert outcome.result["resultType"] == "complete" and outcome.text == "echo: hi"
+    assert await server.tasks.store.count(None) == (0, 0)
+
+
+async def test_a_required_task_tool_refuses_a_client_that_does_not_declare_tasks() -> None:
+    async with Client(tasks_server()[0], strict=True) as client:
+        with pytest.raises(McpError) as refused:
+            await client.call_tool("must_poll", {"text": "hi"})
+    assert refused.value.code == -32021
+    assert refused.value.data["requiredCapabilities"]["extensions"] == {TASKS: {}}
+
+
+async def test_a_required_task_tool_runs_as_a_task_for_a_declaring_client() -> None:
+    async with declaring(tasks_server()[0]) as client:
+        task = await poll_task(client, await start(client, "must_poll", {"text": "hi"}))
+    assert task["result"]["content"] == [{"type": "text", "text": "polled: hi"}]
+
+
+@pytest.mark.parametrize("method", ["tasks/get", "tasks/update", "tasks/cancel"])
+async def test_tasks_methods_refuse_a_client_that_does_not_declare_tasks(method: str) -> None:
+    server, _ = tasks_server()
+    async with declaring(server) as client, Client(server, strict=True) as plain:
+        task_id = await start(client, "echo", {"text": "hi"})
+        with pytest.raises(McpError) as refused:
+            await plain.request(method, {"taskId": task_id, "inputResponses": {}})
+    assert refused.value.code == -32021
+    assert refused.value.data["requiredCapabilities"] == {"extensions": {TASKS: {}}}
+
+
+@pytest.mark.parametrize("method", ["tasks/get", "tasks/update", "tasks/cancel"])
+async def test_an_unknown_task_id_is_invalid_params(method: str) -> None:
+    async with declaring(tasks_server()[0]) as client:
+        with pytest.raises(InvalidParams) as unknown:
+            await client.request(method, {"taskId": "0" * 32, "inputResponses": {}})
+    assert unknown.value.code == -32602
+
+
+@pytest.mark.parametrize("method", ["tasks/get", "tasks/update", "tasks/cancel"])
+async def test_a_task_of_another_principal_is_invalid_params_and_left_alone(method: str) -> None:
+    server, probe = tasks_server()
+    async with declaring(server, principal="alice") as alice, declaring(server, principal="mallory") as mallory:
+        task_id = await start(alice, "hold")
+        await wait_for(probe.started)
+        with pytest.raises(InvalidParams):
+            await mallory.request(method, {"taskId": task_id, "inputResponses": {}})
+        assert (await get_task(alice, task_id))["status"] == "working"
+        probe.release.set()
+        assert (await poll_task(alice, task_id))["status"] == "completed"
+
+
+# -- outcomes ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tool", ["tool_error", "crash"])
+async def test_an_is_error_result_completes_the_task_with_that_result(tool: str) -> None:
+    server, _ = tasks_server()
+    async with declaring(server) as client, Client(server, strict=True) as plain:
+        task = await poll_task(client, await start(client, tool))
+        synchronous = outcome_of((await plain.call_tool(tool)).result)
+    assert task["status"] == "completed" and "error" not in task
+    assert task["result"]["isError"] is True and task["result"] == synchronous
+
+
+async def test_a_protocol_error_fails_the_task_with_the_error_inlined() -> None:
+    async with declaring(tasks_server()[0]) as client:
+        task = await poll_task(client, await start(client, "protocol_error"))
+    assert task["status"] == "failed" and "result" not in task
+    assert task["error"] == {"code": 4001, "message": "quota exceeded", "data": {"retryIn": 5}}
+
+
+async def test_an_internal_error_outside_the_function_fails_the_task_with_minus_32603() -> None:
+    server, _ = tasks_server()
+    async with declaring(server) as client, Client(server, strict=True) as plain:
+        task = await poll_task(client, await start(client, "unshapeable"))
+        with pytest.raises(McpError) as synchronous:
+            await plain.call_tool("unshapeable")
+    assert synchronous.value.code == -32603
+    assert task["status"] == "failed" and "result" not in task
+    assert task["error"]["code"] == -32603 and isinstance(task["error"]["message"], str)
+
+
+async def test_progress_in_a_task_is_its_status_message() -> None:
+    server, probe = tasks_server()
+    async with declaring(server) as client:
+        task_id = await start(client, "hold")
+        await wait_for(probe.started)
+        working = await get_task(client, task_id)
+        probe.release.set()
+        done = await poll_task(client, task_id)
+    assert working["status"] == "working" and working["statusMessage"] == "a quarter done"
+    assert done["result"]["content"] == [{"type": "text", "text": "released"}]
+
+
+# -- cancellation -----------------------------------------------------------------
+
+
+async def test_cancel_settles_a_running_task_as_cancelled_and_cancels_its_function() -> None:
+    server, probe = tasks_server()
+    async with declaring(server) as client:
+        task_id = await start(client, "hold")
+        await wait_for(probe.started)
+        cancelled = (await client.request("tasks/cancel", {"taskId": task_id})).result
+        await wait_for(probe.stopped)
+        task = await get_task(client, task_id)
+    assert outcome_of(cancelled) == {"resultType": "complete"}
+    assert probe.cancelled
+    assert task["status"] == "cancelled" and not {"result", "error", "inputRequests"} & set(task)
+
+
+async def test_a_result_that_arrives_after_cancel_does_not_undo_it() -> None:
+    server, probe = tasks_server()
+    async with declaring(server) as client:
+        task_id = await start(client, "stubborn")
+        await wait_for(probe.started)
+        await client.request("tasks/cancel", {"taskId": task_id})
+        probe.release.set()
+        await wait_for(probe.stopped)
+        await anyio.sleep(0.05)  # the round stores its outcome as the function returns; a little slack
+        task = await get_task(client, task_id)
+    assert task["status"] == "cancelled" and "result" not in task
+
+
+async def test_cancel_of_a_finished_task_changes_nothing_and_repeats_harmlessly() -> None:
+    async with declaring(tasks_server()[0]) as client:
+        task_id = await start(client, "echo", {"text": "hi"})
+        done = await poll_task(client, task_id)
+        answers = [(await client.request("tasks/cancel", {"taskId": task_id})).result for _ in range(2)]
+        after = await get_task(client, task_id)
+    assert [outcome_of(answer) for answer in answers] == [{"resultType": "complete"}] * 2
+    assert after["status"] == "completed" and after["result"] == done["result"]
+
+
+async def test_cancel_of_a_task_waiting_for_input_settles_it() -> None:
+    async with declaring(tasks_server()[0]) as client:
+        task_id = await start(client, "confirm_delete", {"filename": "a.txt"})
+        await poll_task(client, task_id, until=("input_required",))
+        await client.request("tasks/cancel", {"taskId": task_id})
+        await update(client, task_id, {"confirmation": accept(confirm=True)})  # too late: ignored
+        task = await get_task(client, task_id)
+    assert task["status"] == "cancelled" and "inputRequests" not in task
+
+
+# -- input ------------------------------------------------------------------------
+
+
+async def test_a_task_asks_for_input_ignores_bad_answers_and_completes_with_the_right_one() -> None:
+    async with declaring(tasks_server()[0]) as client:
+        task_id = await start(client, "confirm_delete", {"filename": "a.txt"})
+        waiting = await poll_task(client, task_id, until=("input_required",))
+        assert waiting["inputRequests"] == {"confirmation": {"method": "elicitation/create", "params": {
+            "mode": "form", "message": "Delete a.txt?", "requestedSchema": CONFIRM}}}
+        for ignored in ({"confirmation": {"action": "maybe"}}, {"nope": accept(confirm=True)}):
+            await update(client, task_id, ignored)
+            still = await get_task(client, task_id)
+            assert still["status"] == "input_required" and still["inputRequests"] == waiting["inputRequests"]
+        with pytest.raises(InvalidParams):
+            await client.request("tasks/update", {"taskId": task_id, "inputResponses": ["not", "an", "object"]})
+        await update(client, task_id, {"confirmation": accept(confirm=True)})
+        task = await poll_task(client, task_id)
+    assert task["status"] == "completed"
+    assert task["result"]["content"] == [{"type": "text", "text": "deleted a.txt"}]
+
+
+async def test_two_requests_may_be_answered_one_at_a_time_and_an_answered_key_is_not_taken_again() -> None:
+    async with declaring(tasks_server()[0]) as client:
+        task_id = await start(client, "two_names")
+        waiting = await poll_task(client, task_id, until=("input_required",))
+        assert set(waiting["inputRequests"]) == {"first", "second"}
+        await update(client, task_id, {"first": accept(name="Ada")})
+        half = await get_task(client, task_id)
+        assert half["status"] == "input_required" and set(half["inputRequests"]) == {"second"}
+        await update(client, task_id, {"first": accept(name="Eve"), "second": accept(name="Grace")})
+        task = await poll_task(client, task_id)
+    assert task["result"]["content"] == [{"type": "text", "text": "Ada and Grace"}]
+
+
+async def test_a_second_round_asking_the_same_name_gets_a_new_key_and_the_state_carries_over() -> None:
+    async with declaring(tasks_server()[0]) as client:
+        task_id = await start(client, "confirm_twice")
+        first = await poll_task(client, task_id, until=("input_required",))
+        assert list(first["inputRequests"]) == ["confirm"]
+        await update(client, task_id, {"confirm": accept(confirm=True)})
+        second = await poll_task(client, task_id, until=("input_required",))  # the update took the old key at once
+        (key,) = second["inputRequests"]
+        assert key != "confirm" and second["inputRequests"][key]["params"]["message"] == "Really sure?"
+        await update(client, task_id, {"confirm": accept(confirm=False)})  # the old key: not outstanding, ignored
+        assert (await get_task(client, task_id))["inputRequests"] == second["inputRequests"]
+        await update(client, task_id, {key: accept(confirm=False)})
+        task = await poll_task(client, task_id)
+    assert task["result"]["content"] == [{"type": "text", "text": "first=True second=False"}]
+
+
+async def test_input_a_client_cannot_answer_fails_the_task_with_minus_32021() -> None:
+    async with Client(tasks_server()[0], extensions=DECLARING, strict=True) as client:  # no elicitation declared
+        task = await poll_task(client, await start(client, "confirm_delete", {"filename": "a.txt"}))
+    assert task["status"] == "failed" and task["error"]["code"] == -32021
+    assert task["error"]["data"]["requiredCapabilities"] == {"elicitation": {"form": {}}}
+
+
+async def test_task_after_input_asks_in_the_request_and_the_retry_becomes_the_task() -> None:
+    server, _ = tasks_server()
+    async with declaring(server) as client:
+        caps = {"extensions": DECLARING, "elicitation": {"form": {}}}
+        call = request("tools/call", 1, name="greet_later", arguments={},
+                       _meta=meta(**{"io.modelcontextprotocol/clientCapabilities": caps}))
+        first = (await exchange(server, call)).response
+        assert first is not None
+        asked = first["result"]
+        assert asked["resultType"] == "input_required" and "taskId" not in asked
+        assert list(asked["inputRequests"]) == ["user_name"] and isinstance(asked["requestState"], str)
+        assert await server.tasks.store.count(None) == (0, 0)
+        retried = (await client.request("tools/call", {
+            "name": "greet_later", "arguments": {}, "inputResponses": {"user_name": accept(name="Ada")},
+            "requestState": asked["requestState"]})).result
+        task = await poll_task(client, assert_created(retried))
+    assert task["result"]["content"] == [{"type": "text", "text": "Hello, Ada, from a task"}]
+
+
+# -- limits and expiry ----------------------------------------------------------------
+
+
+async def test_the_per_principal_limit_refuses_a_new_task_but_not_plain_calls_or_other_principals() -> None:
+    server, _ = tasks_server()
+    server.tasks.configure(max_tasks_per_principal=2)
+    async with declaring(server, principal="alice") as alice, declaring(server, principal="bob") as bob:
+        for _ in range(2):
+            await poll_task(alice, await start(alice, "echo", {"text": "hi"}))  # finished tasks count too
+        with pytest.raises(McpError) as refused:
+            await alice.call_tool("echo", {"text": "hi"})
+        assert (await alice.call_tool("plain")).text == "plain"
+        await start(bob, "echo", {"text": "hi"})
+    assert refused.value.code == -32600 and "Too many tasks (limit 2)" in refused.value.message
+    assert await server.tasks.store.count("alice") == (3, 2)
+
+
+async def _until_gone(client: Client, task_id: str) -> InvalidParams:
+    """Poll until the task is unknown (bounded); the error that said so."""
+    for _ in range(500):
+        try:
+            await get_task(client, task_id)
+        except InvalidParams as gone:
+            return gone
+        await anyio.sleep(0.01)
+    raise AssertionError(f"task {task_id} never expired")
+
+
+async def test_a_task_past_its_ttl_is_unknown() -> None:
+    server, _ = tasks_server()
+    server.tasks.configure(ttl_ms=50)
+    async with declaring(server) as client:
+        created = (await client.call_tool("echo", {"text": "hi"})).result
+        gone = await _until_gone(client, assert_created(created))
+    assert created["ttlMs"] == 50 and gone.code == -32602
+
+
+async def test_a_task_past_its_ttl_no_longer_counts_against_the_limit() -> None:
+    server, _ = tasks_server()
+    server.tasks.configure(ttl_ms=50, max_tasks_per_principal=1)
+    async with declaring(server) as client:
+        await _until_gone(client, await start(client, "echo", {"text": "hi"}))
+        await start(client, "echo", {"text": "again"})  # the first is gone for the client: it holds no place
+
+
+# -- other eras, and the server's life ------------------------------------------------
+
+
+async def test_a_2025_session_gets_plain_results_or_minus_32021_and_no_tasks_methods() -> None:
+    async with Client(tasks_server()[0], era="2025-11-25", strict=True, extensions=DECLARING) as client:
+        assert (await client.call_tool("echo", {"text": "hi"})).text == "echo: hi"
+        with pytest.raises(McpError) as refused:
+            await client.call_tool("must_poll", {"text": "hi"})
+        with pytest.raises(McpError) as unrouted:
+            await client.request("tasks/get", {"taskId": "0" * 32})
+    assert refused.value.code == -32021 and unrouted.value.code == -32601
+
+
+async def test_the_end_of_the_lifespan_cancels_a_running_task_and_marks_it_failed() -> None:
+    server, probe = tasks_server()
+    async with declaring(server) as client:
+        task_id = await start(client, "hold")
+        await wait_for(probe.started)
+    assert probe.stopped.is_set() and probe.cancelled
+    record = await server.tasks.store.get(task_id)
+    assert record is not None and record.status == "failed" and record.error is not None
+    assert record.error["code"] == -32603 and "stopped" in record.error["message"]
+
+
+# -- over HTTP --------------------------------------------------------------------
+
+
+def http_message(method: str, request_id: int, **params: Any) -> dict[str, Any]:
+    caps = {"extensions": DECLARING, "elicitation": {"form": {}}}
+    return request(method, request_id, _meta=meta(**{"io.modelcontextprotocol/clientCapabilities": caps}), **params)
+
+
+async def http_start(http: Any, tool: str, arguments: dict[str, Any] | None = None) -> str:
+    """Create a task by a POST on a connection of its own, closed once the reply has come."""
+    message = http_message("tools/call", 1, name=tool, arguments=arguments or {})
+    async with HttpClient.connect(http) as creator:
+        reply = await creator.post(message)
+    assert reply.status == 200, reply
+    return assert_created(reply.response["result"])
+
+
+async def http_call(client: HttpClient, method: str, task_id: str, mcp_name: str | None = "", **params: Any) -> Reply:
+    """A tasks/* POST; `mcp_name` "" mirrors the taskId, None sends no Mcp-Name."""
+    message = http_message(method, 2, taskId=task_id, **params)
+    headers = mcp_headers(message)
+    if mcp_name is not None:
+        headers["mcp-name"] = mcp_name or task_id
+    return await client.post(message, headers)
+
+
+async def http_task(client: HttpClient, task_id: str) -> dict[str, Any]:
+    reply = await http_call(client, "tasks/get", task_id)
+    assert reply.status == 200, reply
+    return reply.response["result"]
+
+
+@pytest.mark.usefixtures("http_flavour")
+async def test_over_http_a_task_outlives_the_post_that_created_it() -> None:
+    server, probe = tasks_server()
+    async with running(server) as http:
+        task_id = await http_start(http, "hold")
+        await wait_for(probe.started)
+        async with HttpClient.connect(http) as poller:
+            working = await http_task(poller, task_id)
+            probe.release.set()
+            task = await poll(lambda: http_task(poller, task_id))
+    assert working["status"] == "working" and not probe.cancelled
+    assert task["status"] == "completed" and task["result"]["content"] == [{"type": "text", "text": "released"}]
+
+
+@pytest.mark.usefixtures("http_flavour")
+@pytest.mark.parametrize("mcp_name", [None, "another-task"], ids=["missing", "mismatched"])
+async def test_over_http_tasks_get_needs_mcp_name_to_carry_the_task_id(mcp_name: str | None) -> None:
+    server, _ = tasks_server()
+    async with running(server) as http:
+        task_id = await http_start(http, "echo", {"text": "hi"})
+        async with HttpClient.connect(http) as client:
+            refused = await http_call(client, "tasks/get", task_id, mcp_name=mcp_name)
+            served = await http_call(client, "tasks/get", task_id)
+    assert refused.status == 400 and refused.json["error"]["code"] == -32020
+    assert served.status == 200 and served.json["result"]["taskId"] == task_id
+
+
+@pytest.mark.usefixtures("http_flavour")
+async def test_over_http_cancel_stops_a_running_task() -> None:
+    server, probe = tasks_server()
+    async with running(server) as http:
+        task_id = await http_start(http, "hold")
+        await wait_for(probe.started)
+        async with HttpClient.connect(http) as client:
+            cancelled = await http_call(client, "tasks/cancel", task_id)
+            await wait_for(probe.stopped)
+            task = await http_task(client, task_id)
+    assert cancelled.status == 200 and outcome_of(cancelled.response["result"]) == {"resultType": "complete"}
+    assert probe.cancelled and task["status"] == "cancelled"
+
+
+@pytest.mark.usefixtures("http_flavour")
+async def test_over_http_input_is_given_by_tasks_update() -> None:
+    server, _ = tasks_server()
+    async with running(server) as http:
+        task_id = await http_start(http, "confirm_delete", {"filename": "b.txt"})
+        async with HttpClient.connect(http) as client:
+            waiting = await poll(lambda: http_task(client, task_id), until=("input_required",))
+            answered = await http_call(client, "tasks/update", task_id,
+                                       inputResponses={"confirmation": accept(confirm=False)})
+            task = await poll(lambda: http_task(client, task_id))
+    assert list(waiting["inputRequests"]) == ["confirmation"] and answered.status == 200
+    assert task["result"]["content"] == [{"type": "text", "text": "kept b.txt"}]
+
+
+# -- over stdio -------------------------------------------------------------------
+
+
+def stdio_client() -> Client:
+    command = [sys.executable, "-m", "mcpcore", "run", f"{ROOT / 'tests' / 'test_tasks.py'}:stdio_server"]
+    return Client.stdio(command, extensions=DECLARING, elicit=unanswered, strict=True)
+
+
+async def test_over_stdio_a_task_is_polled_to_completion() -> None:
+    async with stdio_client() as client:
+        task_id = await start(client, "nap", {"seconds": 0.2})
+        task = await poll_task(client, task_id)
+    assert task["status"] == "completed" and task["result"]["content"] == [{"type": "text", "text": "slept 0.2"}]
+
+
+async def test_over_stdio_a_task_asks_for_input_answered_by_tasks_update() -> None:
+    async with stdio_client() as client:
+        task_id = await start(client, "confirm_delete", {"filename": "c.txt"})
+        waiting = await poll_task(client, task_id, until=("input_required",))
+        await update(client, task_id, {"confirmation": accept(confirm=True)})
+        task = await poll_task(client, task_id)
+    assert list(waiting["inputRequests"]) == ["confirmation"]
+    assert task["result"]["content"] == [{"type": "text", "text": "deleted c.txt"}]
