@@ -122,6 +122,8 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                         f"(stdio {d.STDIO_MAX_IN_FLIGHT}, http {d.HTTP_MAX_IN_FLIGHT})")
     runner.add_argument("--grace-period", type=float, help="seconds in-flight calls get to finish at shutdown "
                         f"(stdio {d.STDIO_GRACE_PERIOD:g}, http {d.HTTP_GRACE_PERIOD:g})")
+    runner.add_argument("--redis", dest="redis_url", metavar="URL", help="share subscriptions' changes and tasks with "
+                        "the other processes using this Redis, e.g. redis://127.0.0.1:6379/0 (needs mcpcore[redis])")
     stdio = runner.add_argument_group("stdio")
     stdio.add_argument("--max-line-bytes", type=int, help=f"largest accepted message line ({d.STDIO_MAX_LINE_BYTES // d.MIB} MiB)")
     http = runner.add_argument_group("http")
@@ -211,6 +213,19 @@ def _settle(runner: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         sys.exit("mcpcore: run needs a TARGET (or `target` in mcpcore.toml, or MCPCORE_TARGET)")
 
 
+def _share_state(server: Server, url: str) -> None:
+    """`--redis URL`: the server's bus and task store on Redis (the `redis` package is an extra)."""
+    try:
+        from .redisstate import RedisState, require_configured_keys
+    except ImportError:
+        sys.exit("mcpcore: --redis needs the redis package: pip install 'mcpcore[redis]'")
+    try:
+        require_configured_keys(server)  # here, before a supervisor gives its workers a key of its own
+    except ValueError as error:
+        sys.exit(f"mcpcore: {error}")
+    server.use_store(RedisState(url))
+
+
 def _inner_loop(server: Server, args: argparse.Namespace) -> int:
     from . import commands  # loaded only for these commands
 
@@ -258,6 +273,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             given.append("--workers")
         if given:
             sys.exit(f"mcpcore: {', '.join(given)} needs --transport http")
+    if args.redis_url:
+        _share_state(server, args.redis_url)
     if args.workers > 1 and server.offers_tasks and server.tasks.per_process:
         sys.exit("mcpcore: --workers needs a task store the workers share: this server's task tools keep "
                  "tasks in one process's memory, so a task made by one worker would be unknown to the others "

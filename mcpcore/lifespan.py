@@ -6,7 +6,9 @@ database pool, yields it and closes it. Every transport enters
 `server.lifespan` before it serves and leaves it after its in-flight calls have
 drained; the first entry runs the start-up, the last exit the shut-down, so
 stdio and HTTP serving one server in one process share one pool. What the
-start-up yields is `ctx.lifespan` in every call. Work that outlives the request
+start-up yields is `ctx.lifespan` in every call. A shared state
+(`Server(store=...)`) is started before the app's start-up and closed after its
+shut-down. Work that outlives the request
 that started it (a task's rounds) is `spawn`ed into the lifespan: it is cancelled
 and awaited when the last transport leaves, before the shut-down code runs.
 """
@@ -50,11 +52,17 @@ class Lifespan:
 
     async def __aenter__(self) -> Any:
         async with self._lock:
-            if self._users == 0 and self._factory is not None:
+            if self._users == 0:
                 stack = contextlib.AsyncExitStack()
                 try:
-                    self.value = await stack.enter_async_context(self._factory(self._server))
+                    shared = self._server.store
+                    if shared is not None:  # the state shared with other processes: before the app's start-up
+                        await shared.start(self._server)
+                        stack.push_async_callback(shared.aclose)
+                    if self._factory is not None:
+                        self.value = await stack.enter_async_context(self._factory(self._server))
                 except Exception as error:
+                    await stack.aclose()
                     raise StartupError(
                         f"the lifespan of server {self._server.name!r} failed at start-up: {type(error).__name__}: {error}"
                     ) from error

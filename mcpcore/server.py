@@ -9,7 +9,7 @@ what is offered reaches open subscriptions through the bus.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, TypeVar, overload
 
 from .call import Call, Writer
 from .catalog import CacheHints, Catalog
@@ -31,10 +31,24 @@ from .wire import META_SERVER_INFO
 
 if TYPE_CHECKING:  # imported only where used: a server without them does not load them
     from .auth import Auth
+    from .taskstore import TaskStore
     from .metrics import Metrics
     from .middleware import Middleware
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class SharedState(Protocol):
+    """What several processes of one server share (`Server(store=...)`; `redisstate.RedisState`)."""
+
+    bus: Bus  # changes, to the subscriptions of every process
+    tasks: TaskStore  # tasks, reachable from every process
+
+    async def start(self, server: Server) -> None:
+        """Connect and check (the lifespan's first step); raise when it cannot serve."""
+
+    async def aclose(self) -> None:
+        """Disconnect (the lifespan's last step)."""
 
 
 class Server:
@@ -67,6 +81,7 @@ class Server:
         middleware: Sequence[Middleware] = (),
         mask_errors: bool = False,
         strict: bool = False,
+        store: SharedState | None = None,
     ) -> None:
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
@@ -77,7 +92,8 @@ class Server:
         self.instructions = instructions
         self.cache = CacheHints(ttl_ms, cache_scope)
         self.sealer = Sealer(state_keys, state_ttl_seconds)
-        self.subscriptions = Subscriptions(bus or LocalBus(), max_subscriptions, max_subscription_uris)
+        self.store = store  # state shared with other processes (redisstate.py): its bus and task store
+        self.subscriptions = Subscriptions(bus or (store.bus if store else LocalBus()), max_subscriptions, max_subscription_uris)
         self.result_meta = {META_SERVER_INFO: {"name": name, "version": version}}
         self.tools: Catalog[Tool] = Catalog("tools", page_size, self.cache, lambda: self._changed(TOOLS))
         self.resources: Catalog[Resource] = Catalog("resources", page_size, self.cache, lambda: self._changed(RESOURCES))
@@ -109,6 +125,16 @@ class Server:
         if self._tasks is None:
             self._tasks = Tasks(self)
         return self._tasks
+
+    def use_store(self, store: SharedState) -> None:
+        """Share state with other processes through `store` (before serving): its bus carries changes,
+        its task store keeps tasks (`mcpcore run --redis URL` does this with a `RedisState`)."""
+        if self.lifespan.entered:
+            raise RuntimeError("use_store() comes before the server serves")
+        self.store = store
+        self.subscriptions.bus = store.bus
+        if self._tasks is not None:
+            self._tasks.store = store.tasks
 
     @property
     def offers_tasks(self) -> bool:

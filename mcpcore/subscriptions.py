@@ -102,6 +102,15 @@ class Subscriber:
             self._pending[change] = None
             self._wake.set()
 
+    def resync(self) -> None:
+        """Queue a notification for everything it follows (changes may have been missed: clients re-read)."""
+        for kind in self.filter.kinds:
+            self.offer(Change(kind))
+        for uri in self.filter.uris:
+            self.offer(Change(RESOURCE, uri))
+        for task_id in self.filter.task_ids:
+            self.offer(Change(TASK, task_id))
+
     def close(self) -> None:
         """End the subscription gracefully: `next` returns None."""
         self.closed = True
@@ -137,7 +146,7 @@ class Subscriber:
 
 
 class Bus(Protocol):
-    """Carries changes from announcers to subscribers."""
+    """Carries changes from announcers to subscribers (anything with `offer(change)` and `resync()`)."""
 
     def attach(self, subscriber: Subscriber) -> None: ...
 

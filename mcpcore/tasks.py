@@ -49,13 +49,15 @@ if TYPE_CHECKING:
     from .server import Server
     from .tools import Tool
 
-__all__ = ["TASKS", "TASK_MODES", "Tasks"]
+__all__ = ["NAME_FIELDS", "TASKS", "TASK_MODES", "Tasks"]
 
 log = logging.getLogger(__name__)
 
 TASKS = "io.modelcontextprotocol/tasks"
 TASK_MODES = ("forbidden", "optional", "required")
+NAME_FIELDS = {"tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}  # what Mcp-Name mirrors
 _SWEEP_SECONDS = 1.0  # how often, at most, expired tasks are swept
+_KEEP_RETRIES = (0.1, 0.2, 0.5, 1, 2, 4, 8, 16)  # waits between tries to store an outcome: about 30 s in all
 
 
 class Tasks:
@@ -69,17 +71,17 @@ class Tasks:
 
     def __init__(self, server: Server) -> None:
         self.server = server
-        self.store: TaskStore = MemoryTaskStore()
+        self.store: TaskStore = server.store.tasks if server.store is not None else MemoryTaskStore()
         self.ttl_ms: int | None = 3_600_000
         self.poll_interval_ms = 500
         self.max_tasks = 10_000
         self.max_tasks_per_principal = 1_000
         self._running: dict[str, anyio.CancelScope] = {}  # the rounds running in this process
         self._swept = 0.0
+        self._watched: Any = None  # the bus that tells this process of tasks cancelled elsewhere
         self.extension = server.extension(TASKS)
-        self.extension.method("tasks/get", name_field="taskId")(self._on_get)
-        self.extension.method("tasks/update", name_field="taskId")(self._on_update)
-        self.extension.method("tasks/cancel", name_field="taskId")(self._on_cancel)
+        for method, handler in (("tasks/get", self._on_get), ("tasks/update", self._on_update), ("tasks/cancel", self._on_cancel)):
+            self.extension.method(method, name_field=NAME_FIELDS[method])(handler)
         server.subscriptions.describers[TASK] = self._describe
 
     def configure(self, **settings: Any) -> Tasks:
@@ -105,6 +107,8 @@ class Tasks:
             return await tool.call(arguments, context)
         if tool.task_after_input and params.get("inputResponses") is None and params.get("requestState") is None:
             return await tool.call(arguments, context)
+        if not self.server.lifespan.entered:  # checked before a record exists that nothing would run
+            raise RuntimeError("a task runs in the server's lifespan: serve the server (or enter `server.lifespan`) first")
         record = await self._create(tool, arguments, params.get("inputResponses") or {}, context)
         self.server.lifespan.spawn(self._run(record.task_id))
         return {"resultType": "task", **_handle(record)}
@@ -113,6 +117,10 @@ class Tasks:
         now = time.time()
         await self._sweep(now)
         stored, owned = await self.store.count(context.principal)
+        if stored >= self.max_tasks or owned >= self.max_tasks_per_principal:  # expired ones first make room
+            self._swept = 0.0
+            await self._sweep(now)
+            stored, owned = await self.store.count(context.principal)
         if stored >= self.max_tasks or owned >= self.max_tasks_per_principal:
             limit = self.max_tasks if stored >= self.max_tasks else self.max_tasks_per_principal
             raise McpError(INVALID_REQUEST, f"Too many tasks (limit {limit}); let some finish and expire first")
@@ -138,6 +146,9 @@ class Tasks:
 
     async def _run(self, task_id: str) -> None:
         """Run rounds while the task is working (a round that asks for nothing goes straight on)."""
+        if not self.per_process and self._watched is not self.server.bus:
+            self._watched = self.server.bus
+            self._watched.attach(_CancelWatcher(self))
         while True:
             record = await self.store.get(task_id)
             if record is None or record.status != "working":
@@ -154,9 +165,20 @@ class Tasks:
                     del self._running[task_id]
             if scope.cancelled_caught:
                 return  # cancelled or expired: the store already says so
-            changed = await self._update(task_id, outcome)
+            changed = await self._keep(task_id, outcome)
             if changed is None or changed[1].round == record.round:
                 return
+
+    async def _keep(self, task_id: str, outcome: Any) -> tuple[TaskRecord, TaskRecord] | None:
+        """Store a round's outcome, retrying while the store is away (a shared store may be)."""
+        for wait in _KEEP_RETRIES:
+            try:
+                return await self._update(task_id, outcome)
+            except McpError as error:
+                failure = error
+                await anyio.sleep(wait)
+        log.error("task %s: its outcome could not be stored (%s); the task stays as it was until it expires", task_id, failure)
+        return None
 
     async def _round(self, record: TaskRecord) -> Any:
         """Run the function once; the change to the record that its outcome makes."""
@@ -262,6 +284,31 @@ class Tasks:
         return {}
 
 
+class _CancelWatcher:
+    """Hears of task changes made by other processes: a round running here whose task was settled
+    elsewhere (cancelled, or expired) is cancelled."""
+
+    def __init__(self, tasks: Tasks) -> None:
+        self._tasks = tasks
+
+    def offer(self, change: Change) -> None:
+        if change.kind == TASK and change.uri in self._tasks._running:
+            self._tasks.server.lifespan.spawn(self._check(change.uri))
+
+    def resync(self) -> None:
+        for task_id in list(self._tasks._running):
+            self._tasks.server.lifespan.spawn(self._check(task_id))
+
+    async def _check(self, task_id: str) -> None:
+        try:
+            record = await self._tasks.store.get(task_id)
+        except McpError:  # the store is away: the round goes on, and the next change checks again
+            return
+        scope = self._tasks._running.get(task_id)
+        if scope is not None and (record is None or record.terminal):
+            scope.cancel()
+
+
 class _StatusWriter:
     """A task round's writer: progress becomes the task's statusMessage; nothing else has a reader."""
 
@@ -284,11 +331,15 @@ class _StatusWriter:
 
 
 def _settle(status: str, **fields: Any) -> Any:
-    """Move a task that is not finished to a terminal status (a working status message is dropped)."""
+    """Move a task that is not finished to a terminal status (a working status message is dropped;
+    a failed task's says what failed)."""
+    error = fields.get("error")
+    message = error["message"] if error else None
+
     def change(record: TaskRecord) -> TaskRecord | None:
         if record.terminal:
             return None
-        return record.changed(time.time(), **{"status": status, "input_requests": {}, "asked": {}, "status_message": None, **fields})
+        return record.changed(time.time(), **{"status": status, "input_requests": {}, "asked": {}, "status_message": message, **fields})
 
     return change
 

@@ -1,0 +1,346 @@
+"""State several mcpcore processes share on one Redis: the change bus, the task store, the key check.
+
+`Server(store=RedisState("redis://host:6379/0"))` (or `mcpcore run --redis URL`, or
+`MCPCORE_REDIS_URL`) gives the server a `RedisBus` and a `RedisTaskStore`, so any
+process behind a load balancer can answer any modern request: a change announced
+in one process reaches the `subscriptions/listen` streams of all of them, and a
+task created in one is polled, answered and cancelled in any other. Needs the
+`redis` package (`pip install 'mcpcore[redis]'`), imported only here.
+
+Theory of operation. `RedisState` is entered with the server's lifespan: it
+connects (an unreachable Redis refuses the start with the URL in the message),
+checks that this process's requestState keys are those of the processes already
+running, and runs the bus's two loops. `RedisBus.publish` delivers to this
+process's subscribers at once and queues the change for the others (an ordered
+set, so repeats coalesce and the queue is bounded); the sender publishes it on
+one channel, the receiver delivers what other processes published. When Redis is
+lost, both loops retry with back-off; changes heard while the receiver was away
+are unknown, so on reconnection every local subscription is told that everything
+it follows may have changed (clients re-read), and a sender that had to drop
+changes asks every process to do the same. The task store keeps each record as
+JSON under a key that Redis expires at the task's TTL, changes it with optimistic
+transactions (WATCH/MULTI), and counts tasks with two sorted sets scored by expiry.
+A Redis error in a request is `StateUnavailable` (-32603 saying so), never a hang:
+every command has a timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+import math
+import secrets
+import time
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import orjson
+import redis.asyncio as redis
+from redis.exceptions import RedisError, WatchError
+
+from .subscriptions import Change, LocalBus, Subscriber
+from .taskstore import Change as TaskChange
+from .taskstore import TaskRecord
+from .wire import INTERNAL_ERROR, McpError
+
+if TYPE_CHECKING:
+    from .server import Server
+
+__all__ = ["RedisBus", "RedisState", "RedisTaskStore", "StateUnavailable"]
+
+log = logging.getLogger(__name__)
+
+_EVERYTHING = "*"  # on the channel: every process tells its subscribers that anything may have changed
+_RETRY_SECONDS = (0.1, 0.2, 0.5, 1.0, 2.0)  # back-off while Redis is away, the last one repeated
+_KEY_SECONDS = 60  # the running processes' signing key stays named this long after the last one stops
+
+
+class StateUnavailable(McpError):
+    """Redis could not be reached for a request that needs the shared state."""
+
+    def __init__(self, what: str, error: BaseException) -> None:
+        super().__init__(INTERNAL_ERROR, f"The shared state (Redis) is unreachable, so {what} failed; try again shortly",
+                         {"reason": f"{type(error).__name__}: {error}"})
+
+
+class RedisState:
+    """The shared state of the processes of one server on one Redis (see the module docstring).
+
+    `prefix` namespaces every key and the channel, so servers may share a Redis;
+    `timeout` bounds every command; `max_pending` bounds the changes waiting for Redis."""
+
+    def __init__(self, url: str, *, prefix: str = "mcpcore", timeout: float = 2.0, max_pending: int = 10_000) -> None:
+        self.url = url
+        self.prefix = prefix
+        self.client: Any = redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+        self.bus = RedisBus(self, max_pending)
+        self.tasks = RedisTaskStore(self)
+        self._loops: list[asyncio.Task[None]] = []
+        self._signing = ""  # the fingerprint of the key this process seals with
+
+    def key(self, *parts: str) -> str:
+        return ":".join((self.prefix, *parts))
+
+    async def start(self, server: Server) -> None:
+        """Connect, check the key ring, run the bus; raise a clear error when Redis is unreachable."""
+        try:
+            await self.client.ping()
+        except (RedisError, OSError) as error:
+            raise ConnectionError(f"Redis at {self.url} is unreachable: {error}") from error
+        await self._check_keys(server)
+        loops = (self.bus.send, self.bus.receive, self._announce_key)
+        self._loops = [asyncio.get_running_loop().create_task(loop()) for loop in loops]
+
+    async def aclose(self) -> None:
+        for loop in self._loops:
+            loop.cancel()
+        await asyncio.gather(*self._loops, return_exceptions=True)
+        self._loops = []
+        await self.client.aclose()
+
+    async def _check_keys(self, server: Server) -> None:
+        """Refuse a random requestState key, and a key ring that cannot open what the others seal."""
+        require_configured_keys(server)
+        mine = [_fingerprint(key) for key in server.sealer.keys]
+        published = await self.client.get(self.key("state-key"))
+        if published is not None and published.decode() not in mine:
+            raise ValueError("the processes already running seal requestState with a key this process does not hold: "
+                             "give every process the same MCPCORE_STATE_KEYS (rotate by adding the new key second "
+                             "everywhere, then moving it first)")
+        self._signing = mine[0]
+        await self.client.set(self.key("state-key"), self._signing, ex=_KEY_SECONDS)
+
+    async def _announce_key(self) -> None:
+        """Keep this process's signing key named in Redis while it runs (it lapses once all have stopped)."""
+        while True:
+            await anyio.sleep(_KEY_SECONDS / 3)
+            try:
+                await self.client.set(self.key("state-key"), self._signing, ex=_KEY_SECONDS)
+            except (RedisError, OSError):
+                pass  # the bus's loops say that Redis is away
+
+
+def require_configured_keys(server: Server) -> None:
+    """Refuse random requestState keys: processes on other hosts (or restarted ones) could not open them."""
+    if not server.sealer.configured:
+        raise ValueError("processes sharing a Redis need one requestState key ring, and this one is random: "
+                         "set MCPCORE_STATE_KEYS (or Server(state_keys=...)) to the same keys in every process")
+
+
+def _fingerprint(key: bytes) -> str:
+    """Names a key without revealing it."""
+    return hmac.new(key, b"mcpcore state key", hashlib.sha256).hexdigest()[:16]
+
+
+class RedisBus:
+    """The `Bus` of several processes: this process's subscribers, and Redis pub/sub to the others."""
+
+    def __init__(self, state: RedisState, max_pending: int) -> None:
+        self._state = state
+        self._channel = state.key("changes")
+        self._local = LocalBus()
+        self._origin = secrets.token_hex(8)  # our own messages come back on the channel: ignored
+        self._pending: dict[Change | str, None] = {}  # for the others, oldest first; repeats coalesce
+        self._max_pending = max_pending
+        self._dropped = False  # the others missed changes: tell them to resync
+        self._wake = anyio.Event()
+
+    def attach(self, subscriber: Subscriber) -> None:
+        self._local.attach(subscriber)
+
+    def detach(self, subscriber: Subscriber) -> None:
+        self._local.detach(subscriber)
+
+    def publish(self, change: Change) -> None:
+        """Deliver here at once, and to the other processes through Redis (safe from worker threads)."""
+        try:
+            anyio.get_current_task()
+        except RuntimeError:
+            anyio.from_thread.run_sync(self._publish, change)
+        else:
+            self._publish(change)
+
+    def _publish(self, change: Change) -> None:
+        self._local._deliver(change)
+        if change not in self._pending and len(self._pending) >= self._max_pending:
+            self._pending.clear()  # bounded: what was dropped becomes one "resync everything"
+            self._dropped = True
+        self._pending[change] = None
+        self._wake.set()
+
+    async def send(self) -> None:
+        """Publish the queued changes, retrying while Redis is away (the queue keeps them)."""
+        failures = 0
+        while True:
+            if not self._pending and not self._dropped:
+                self._wake = anyio.Event()
+                await self._wake.wait()
+            try:
+                if self._dropped:
+                    await self._state.client.publish(self._channel, orjson.dumps({"o": self._origin, "k": _EVERYTHING}))
+                    self._dropped = False
+                while self._pending:
+                    change = next(iter(self._pending))
+                    message = {"o": self._origin, "k": change.kind, "u": change.uri}
+                    await self._state.client.publish(self._channel, orjson.dumps(message))
+                    self._pending.pop(change, None)
+                failures = 0
+            except (RedisError, OSError) as error:
+                if failures == 0:
+                    log.warning("cannot publish changes to Redis (%s); %d queued, retrying", error, len(self._pending))
+                await anyio.sleep(_RETRY_SECONDS[min(failures, len(_RETRY_SECONDS) - 1)])
+                failures += 1
+
+    async def receive(self) -> None:
+        """Deliver what the other processes publish; after a reconnection, resync every subscriber."""
+        failures = 0
+        while True:
+            pubsub = self._state.client.pubsub()
+            try:
+                await pubsub.subscribe(self._channel)
+                if failures:
+                    log.warning("reconnected to Redis after %d failed attempts: changes announced elsewhere "
+                                "meanwhile are unknown, so every open subscription here is told everything changed", failures)
+                    self._resync()
+                failures = 0
+                while True:
+                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                    if message is not None:
+                        self._heard(message["data"])
+            except (RedisError, OSError) as error:
+                if failures == 0:
+                    log.warning("lost the Redis change channel (%s); retrying", error)
+                failures += 1
+                await anyio.sleep(_RETRY_SECONDS[min(failures - 1, len(_RETRY_SECONDS) - 1)])
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await pubsub.aclose()
+
+    def _heard(self, data: bytes) -> None:
+        try:
+            message = orjson.loads(data)
+            if message["o"] == self._origin:
+                return
+            if message["k"] == _EVERYTHING:
+                self._resync()
+            else:
+                self._local._deliver(Change(message["k"], message.get("u")))
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            log.warning("ignored a malformed message on the Redis change channel: %r", data[:200])
+
+    def _resync(self) -> None:
+        for subscriber in list(self._local.subscribers):
+            subscriber.resync()
+
+
+def _ms_left(expires_at: float | None) -> int | None:
+    """A key's PX for an expiry time (None: the key never expires)."""
+    return None if expires_at is None else max(1, round((expires_at - time.time()) * 1000))
+
+
+class RedisTaskStore:
+    """A `TaskStore` on Redis: one JSON value per task, expired by Redis at the task's TTL."""
+
+    def __init__(self, state: RedisState) -> None:
+        self._state = state
+
+    def _key(self, task_id: str) -> str:
+        return self._state.key("task", task_id)
+
+    def _owned_key(self, principal: str | None) -> str:
+        return self._state.key("tasks-of", principal or "")
+
+    async def create(self, record: TaskRecord) -> None:
+        client = self._state.client
+        try:
+            created = await client.set(self._key(record.task_id), orjson.dumps(record.to_json()), nx=True,
+                                       px=_ms_left(record.expires_at))
+            if not created:
+                raise ValueError(f"task {record.task_id!r} exists")
+            async with client.pipeline(transaction=True) as pipe:
+                self._index(pipe, record)
+                await pipe.execute()
+        except (RedisError, OSError) as error:
+            raise StateUnavailable("creating the task", error) from error
+
+    def _index(self, pipe: Any, record: TaskRecord) -> None:
+        """Score the record in both indexes by its expiry (never: +inf)."""
+        score = math.inf if record.expires_at is None else record.expires_at
+        pipe.zadd(self._state.key("tasks"), {record.task_id: score})
+        pipe.zadd(self._owned_key(record.principal), {record.task_id: score})
+
+    async def get(self, task_id: str) -> TaskRecord | None:
+        try:
+            data = await self._state.client.get(self._key(task_id))
+        except (RedisError, OSError) as error:
+            raise StateUnavailable("reading the task", error) from error
+        record = None if data is None else TaskRecord.from_json(orjson.loads(data))
+        if record is not None and record.expires_at is not None and record.expires_at <= time.time():
+            return None  # Redis's expiry is a millisecond or so behind ours
+        return record
+
+    async def update(self, task_id: str, change: TaskChange) -> tuple[TaskRecord, TaskRecord] | None:
+        key = self._key(task_id)
+        try:
+            async with self._state.client.pipeline(transaction=True) as pipe:
+                while True:  # optimistic: retried when another process wrote the record meanwhile
+                    try:
+                        await pipe.watch(key)
+                        data = await pipe.get(key)
+                        if data is None:
+                            return None
+                        before = TaskRecord.from_json(orjson.loads(data))
+                        after = change(before) or before
+                        if after == before:
+                            await pipe.unwatch()
+                            return before, before
+                        pipe.multi()
+                        if after.expires_at == before.expires_at:
+                            pipe.set(key, orjson.dumps(after.to_json()), keepttl=True)
+                        else:  # the TTL changed: the key's expiry and the indexes follow
+                            pipe.set(key, orjson.dumps(after.to_json()), px=_ms_left(after.expires_at))
+                            self._index(pipe, after)
+                        await pipe.execute()
+                        return before, after
+                    except WatchError:
+                        continue
+        except (RedisError, OSError) as error:
+            raise StateUnavailable("updating the task", error) from error
+
+    async def delete(self, task_id: str) -> None:
+        record = await self.get(task_id)
+        try:
+            async with self._state.client.pipeline(transaction=True) as pipe:
+                pipe.delete(self._key(task_id))
+                pipe.zrem(self._state.key("tasks"), task_id)
+                if record is not None:
+                    pipe.zrem(self._owned_key(record.principal), task_id)
+                await pipe.execute()
+        except (RedisError, OSError) as error:
+            raise StateUnavailable("deleting the task", error) from error
+
+    async def expire(self, now: float) -> list[str]:
+        """Redis expires the records itself; this trims the indexes and names what expired."""
+        index = self._state.key("tasks")
+        try:
+            gone = [task_id.decode() for task_id in await self._state.client.zrangebyscore(index, "-inf", now)]
+        except (RedisError, OSError) as error:
+            raise StateUnavailable("expiring tasks", error) from error
+        for task_id in gone:  # mostly gone already; deleted here too, for a `now` ahead of Redis's clock
+            await self.delete(task_id)
+        return gone
+
+    async def count(self, principal: str | None) -> tuple[int, int]:
+        now = time.time()
+        try:
+            async with self._state.client.pipeline(transaction=True) as pipe:
+                for index in (self._state.key("tasks"), self._owned_key(principal)):
+                    pipe.zremrangebyscore(index, "-inf", now)
+                    pipe.zcard(index)
+                _, stored, _, owned = await pipe.execute()
+        except (RedisError, OSError) as error:
+            raise StateUnavailable("counting tasks", error) from error
+        return stored, owned
+

@@ -1,0 +1,308 @@
+"""Several processes sharing state on a real `redis-server` (`--redis URL`): the change bus, tasks, faults.
+
+Each test starts its own `redis-server` on a loopback port (skipped without one, unless
+`MCPCORE_TEST_REDIS=required`, as in CI) and `mcpcore run` processes of `shared_server` below,
+and stops all of them however the test ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, AsyncIterator, Iterator
+
+import anyio
+import pytest
+
+from conftest import ROOT, free_port, request
+from http_client import HttpClient, SseStream
+from mcpcore import Context, Elicit, InputRequired, McpError, Server
+from mcpcore.testing import Client
+from task_store_contract import TaskStoreContract
+
+pytestmark = pytest.mark.anyio
+
+KEYS = "redis-tests-shared-key-0123456789abcdef"
+TASKS = {"io.modelcontextprotocol/tasks": {}}
+CONFIRM = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+
+shared_server = Server("shared")
+
+
+@shared_server.tool
+def greet(name: str) -> str:
+    return f"Hello, {name}!"
+
+
+@shared_server.tool
+def change_tools() -> str:
+    shared_server.notify_tools_changed()
+    return "announced"
+
+
+@shared_server.tool(task="optional")
+async def nap(seconds: float) -> str:
+    await anyio.sleep(seconds)
+    return f"slept {seconds:g}"
+
+
+@shared_server.tool(task="optional")
+async def hold(marker: str) -> str:
+    """Wait; a cancelled round says so in the file `marker`."""
+    try:
+        await anyio.sleep(60)
+    except anyio.get_cancelled_exc_class():
+        Path(marker).write_text("cancelled")
+        raise
+    return "held"
+
+
+@shared_server.tool(task="optional")
+def confirm(ctx: Context) -> str:
+    answer = ctx.answer("ok")
+    if answer is None:
+        raise InputRequired(ok=Elicit("Go on?", CONFIRM))
+    return f"confirmed: {answer.content['ok']}"
+
+
+class RedisServer:
+    """A `redis-server` of this test, on a loopback port, without persistence."""
+
+    def __init__(self, executable: str) -> None:
+        self.executable = executable
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen([self.executable, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                                         "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_until_accepting(self.port)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(10)
+            self.process = None
+
+
+def wait_until_accepting(port: int, seconds: float = 15.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"nothing accepted connections on port {port}")
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    executable = shutil.which("redis-server")
+    if executable is None:
+        if os.environ.get("MCPCORE_TEST_REDIS") == "required":
+            pytest.fail("redis-server is not installed, and MCPCORE_TEST_REDIS=required")
+        pytest.skip("redis-server is not installed (apt-get install redis-server)")
+    server = RedisServer(executable)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def mcpcore_run(port: int, redis_url: str) -> list[str]:
+    return [sys.executable, "-m", "mcpcore", "run", "tests/test_redis.py:shared_server", "--transport", "http",
+            "--port", str(port), "--redis", redis_url, "--log-level", "info"]
+
+
+def environment(keys: str | None = KEYS) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if key != "MCPCORE_STATE_KEYS"}
+    if keys is not None:
+        env["MCPCORE_STATE_KEYS"] = keys
+    return env
+
+
+@contextlib.contextmanager
+def processes(redis: RedisServer, count: int = 2) -> Iterator[list[int]]:
+    """`count` mcpcore processes sharing `redis`, each on a port of its own; their ports."""
+    ports = [free_port() for _ in range(count)]
+    started = [subprocess.Popen(mcpcore_run(port, redis.url), cwd=ROOT, env=environment(), stderr=subprocess.PIPE)
+               for port in ports]
+    try:
+        for port in ports:
+            wait_until_accepting(port)
+        yield ports
+    finally:
+        for process in started:
+            process.send_signal(signal.SIGTERM)
+        for process in started:
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def answered_by_tasks_update(params: dict[str, Any]) -> Any:
+    raise AssertionError(f"a task's question is answered with tasks/update, not in the call: {params}")
+
+
+def client(port: int) -> Client:
+    """A client of the process at `port` that declares the Tasks extension and form elicitation."""
+    return Client.http(f"http://127.0.0.1:{port}/mcp", extensions=TASKS, strict=True, elicit=answered_by_tasks_update)
+
+
+async def poll(client: Client, task_id: str, until: tuple[str, ...] = ("completed", "failed", "cancelled")) -> dict[str, Any]:
+    task: dict[str, Any] = {}
+    for _ in range(200):
+        task = (await client.request("tasks/get", {"taskId": task_id})).result
+        if task["status"] in until:
+            return task
+        await anyio.sleep(0.05)
+    raise AssertionError(f"task {task_id} stayed {task.get('status')}")
+
+
+class _Port:
+    def __init__(self, port: int) -> None:
+        self.port = port
+
+
+@contextlib.asynccontextmanager
+async def listening(port: int) -> AsyncIterator[SseStream]:
+    """An open `subscriptions/listen` stream on the process at `port`, for tools/list changes."""
+    async with HttpClient.connect(_Port(port)) as http:  # type: ignore[arg-type]
+        stream = SseStream(http)
+        message = request("subscriptions/listen", "sub", notifications={"toolsListChanged": True})
+        await stream.open(message)
+        acknowledged = await stream.next()
+        assert acknowledged is not None and acknowledged["method"] == "notifications/subscriptions/acknowledged"
+        yield stream
+
+
+async def next_notification(stream: SseStream, seconds: float = 10.0) -> dict[str, Any]:
+    with anyio.fail_after(seconds):
+        heard = await stream.next()
+    assert heard is not None
+    return heard
+
+
+async def test_a_task_made_on_one_process_is_polled_answered_and_cancelled_on_the_other(redis_server: RedisServer) -> None:
+    with processes(redis_server) as (a, b):
+        async with client(a) as first, client(b) as second:
+            made = (await first.call_tool("nap", {"seconds": 0.3})).result
+            assert made["resultType"] == "task"
+            assert (await poll(second, made["taskId"]))["result"]["content"][0]["text"] == "slept 0.3"
+
+            held = (await first.call_tool("nap", {"seconds": 60})).result
+            assert (await second.request("tasks/cancel", {"taskId": held["taskId"]})).result["resultType"] == "complete"
+            assert (await poll(first, held["taskId"]))["status"] == "cancelled"
+
+            asking = (await first.request("tools/call", {"name": "confirm", "arguments": {}})).result
+            waiting = await poll(second, asking["taskId"], until=("input_required",))
+            (key,) = waiting["inputRequests"]
+            await second.request("tasks/update", {"taskId": asking["taskId"],
+                                                  "inputResponses": {key: {"action": "accept", "content": {"ok": True}}}})
+            done = await poll(first, asking["taskId"])
+            assert done["result"]["content"][0]["text"] == "confirmed: True"
+
+
+async def test_cancelling_on_one_process_cancels_the_round_running_on_the_other(redis_server: RedisServer, tmp_path: Path) -> None:
+    marker = tmp_path / "cancelled"
+    with processes(redis_server) as (a, b):
+        async with client(a) as first, client(b) as second:
+            held = (await first.call_tool("hold", {"marker": str(marker)})).result
+            await second.request("tasks/cancel", {"taskId": held["taskId"]})
+            for _ in range(200):  # written by the function on A when its round is cancelled
+                if marker.exists():
+                    break
+                await anyio.sleep(0.05)
+            assert marker.read_text() == "cancelled"
+            assert (await poll(first, held["taskId"]))["status"] == "cancelled"
+
+
+async def test_a_listen_stream_on_one_process_hears_a_change_announced_on_the_other(redis_server: RedisServer) -> None:
+    with processes(redis_server) as (a, b):
+        async with listening(a) as stream, client(b) as second:
+            await second.call_tool("change_tools", {})
+            heard = await next_notification(stream)
+            assert heard["method"] == "notifications/tools/list_changed"
+
+
+async def test_after_a_redis_restart_subscriptions_are_resynced_and_sharing_resumes(redis_server: RedisServer) -> None:
+    with processes(redis_server) as (a, b):
+        async with listening(a) as stream, client(b) as second:
+            redis_server.stop()
+            redis_server.start()  # the same port, empty: what was announced meanwhile is unknown
+            resynced = await next_notification(stream)
+            assert resynced["method"] == "notifications/tools/list_changed"  # "everything may have changed"
+            for _ in range(100):  # B's own receiver reconnects too; then its announcements reach A again
+                try:
+                    made = (await second.call_tool("nap", {"seconds": 0})).result
+                    break
+                except McpError:
+                    await anyio.sleep(0.1)
+            async with client(a) as first:
+                assert (await poll(first, made["taskId"]))["status"] == "completed"
+            await second.call_tool("change_tools", {})
+            assert (await next_notification(stream))["method"] == "notifications/tools/list_changed"
+
+
+async def test_without_redis_stateless_calls_go_on_and_tasks_fail_clearly_until_it_returns(redis_server: RedisServer) -> None:
+    with processes(redis_server, count=1) as (a,):
+        async with client(a) as only:
+            redis_server.stop()
+            assert (await only.call_tool("greet", {"name": "Ada"})).text == "Hello, Ada!"
+            with pytest.raises(McpError) as refused:
+                await only.call_tool("nap", {"seconds": 0})
+            assert refused.value.code == -32603 and "Redis" in refused.value.message and "unreachable" in refused.value.message
+            redis_server.start()
+            for _ in range(100):
+                try:
+                    made = (await only.call_tool("nap", {"seconds": 0})).result
+                    break
+                except McpError:
+                    await anyio.sleep(0.1)
+            assert (await poll(only, made["taskId"]))["status"] == "completed"
+
+
+def test_an_unreachable_redis_refuses_the_start_in_one_line_with_its_url() -> None:
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    done = subprocess.run(mcpcore_run(free_port(), url), cwd=ROOT, env=environment(), capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 1 and f"Redis at {url} is unreachable" in done.stderr.splitlines()[-1]
+
+
+def test_a_random_state_key_is_refused_when_processes_share_redis(redis_server: RedisServer) -> None:
+    done = subprocess.run(mcpcore_run(free_port(), redis_server.url), cwd=ROOT, env=environment(keys=None),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "MCPCORE_STATE_KEYS" in done.stderr.splitlines()[-1]
+
+
+def test_a_process_whose_keys_cannot_open_the_others_state_is_refused(redis_server: RedisServer) -> None:
+    with processes(redis_server, count=1):
+        done = subprocess.run(mcpcore_run(free_port(), redis_server.url), cwd=ROOT,
+                              env=environment(keys="another-key-of-at-least-16-bytes"), capture_output=True, text=True,
+                              timeout=60)
+    assert done.returncode == 1 and "a key this process does not hold" in done.stderr.splitlines()[-1]
+
+
+class TestRedisTaskStore(TaskStoreContract):
+    @pytest.fixture
+    async def task_store(self, redis_server: RedisServer) -> AsyncIterator[Any]:
+        from mcpcore.redisstate import RedisState
+
+        state = RedisState(redis_server.url, prefix=f"contract-{time.monotonic_ns()}")
+        try:
+            yield state.tasks
+        finally:
+            await state.client.aclose()
+
