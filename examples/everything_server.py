@@ -471,3 +471,14 @@ def test_input_required_result_prompt(ctx: Context) -> str:
 def complete_arg1(value: str) -> list:
     """Suggestions for arg1 that start with what was typed."""
     return [choice for choice in ("alpha", "beta", "gamma") if choice.startswith(value)]
+
+
+# -- the Skills extension (SEP-2640) --------------------------------------------
+# Two skills from examples/skills/; the first listed has a subdirectory, which the
+# suite's resources/directory/read checks descend into.
+
+from pathlib import Path
+
+from mcpcore.skills import Skills
+
+Skills(server).add_directory(Path(__file__).parent / "skills")
