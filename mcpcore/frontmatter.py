@@ -31,7 +31,8 @@ _DOUBLE = re.compile(r'"((?:[^"\\]|\\.)*)"')
 _SINGLE = re.compile(r"'((?:[^']|'')*)'")
 _ESCAPE = re.compile(r"\\(x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|.)")
 _ESCAPES = {"0": "\0", "a": "\a", "b": "\b", "t": "\t", "\t": "\t", "n": "\n", "v": "\v", "f": "\f", "r": "\r",
-            "e": "\x1b", " ": " ", '"': '"', "/": "/", "\\": "\\", "N": "\x85", "_": "\xa0", "L": "\u2028", "P": "\u2029"}
+            "e": "\x1b", " ": " ", '"': '"', "/": "/", "\\": "\\", "N": "\x85", "_": "\xa0",
+            "L": "\u2028", "P": "\u2029"}
 _COMMENT = re.compile(r"[ \t]+#.*\Z")
 _AFTER_QUOTE = re.compile(r"[ \t]*(?:#.*)?\Z")
 _BLOCK_HEADER = re.compile(r"([|>])([+-]?)[ \t]*(?:#.*)?\Z")
@@ -56,7 +57,8 @@ def parse_front_matter(markdown: str) -> dict[str, Any]:
     text = markdown[1:] if markdown.startswith("\ufeff") else markdown
     block = _BLOCK.match(text)
     if block is None:
-        raise FrontMatterError("SKILL.md must begin with YAML front matter: a '---' line, the fields, then a '---' line")
+        raise FrontMatterError("SKILL.md must begin with YAML front matter: "
+                               "a '---' line, the fields, then a '---' line")
     return _Parser(_LINE_BREAK.split(block.group(1))).document()
 
 

@@ -71,6 +71,11 @@ def _uri(path: Place) -> str:
     return "skill://" + "/".join(quote(segment, safe=_SEGMENT_SAFE) for segment in path)
 
 
+def _directory(path: Place) -> dict[str, Any]:
+    """How a directory is listed among its parent's children."""
+    return {"uri": _uri(path), "name": path[-1], "mimeType": DIRECTORY}
+
+
 def _mime_type(name: str, content: Content) -> str | None:
     """By file name; else text/plain or application/octet-stream (None for generated content)."""
     suffix = os.path.splitext(name)[1].lower()
@@ -102,7 +107,8 @@ def _skill_path(path: str) -> Place:
         pattern = _AUTHORITY if index == 0 else _SEGMENT
         if segment in ("", ".", "..") or not pattern.fullmatch(segment):
             kind = "the URI authority, a reg-name" if index == 0 else "a URI path segment"
-            raise SkillError(f"skill path {path!r}: {segment!r} is not {kind}; use letters, digits and -._~ (not '.' or '..')")
+            raise SkillError(f"skill path {path!r}: {segment!r} is not {kind}; "
+                             "use letters, digits and -._~ (not '.' or '..')")
     return segments
 
 
@@ -110,7 +116,8 @@ def _file_path(name: str, skill: str) -> Place:
     """A file's path inside its skill, from code (`references/GUIDE.md`), checked."""
     segments = tuple(name.split("/"))
     if any(segment in ("", ".", "..") for segment in segments):
-        raise SkillError(f"skill {skill!r}: file {name!r} must be a relative path inside the skill (no '', '.' or '..')")
+        raise SkillError(f"skill {skill!r}: file {name!r} must be a relative path inside the skill "
+                         "(no '', '.' or '..')")
     if segments == (SKILL_FILE,):
         raise SkillError(f"skill {skill!r}: SKILL.md is the markdown argument, not one of the files")
     return segments
@@ -145,7 +152,8 @@ def _check_size(skill: Place, files: int, size: int) -> None:
 
 def _manifest(skill: Place, contents: Mapping[Place, Content]) -> list[dict[str, Any]] | str:
     """A skill's `resources`: SKILL.md then every other file under it, digested; "dynamic" if any is generated."""
-    mine = sorted((path for path in contents if path[: len(skill)] == skill), key=lambda p: (p != skill + (SKILL_FILE,), p))
+    own = skill + (SKILL_FILE,)
+    mine = sorted((path for path in contents if path[: len(skill)] == skill), key=lambda path: (path != own, path))
     raw = {path: data for path in mine if (data := _raw(contents[path])) is not None}
     _check_size(skill, len(mine), sum(map(len, raw.values())))
     if len(raw) < len(mine):
@@ -209,8 +217,8 @@ class Skills:
     def _publish(self, skills: list[Place], contents: dict[Place, Content], directories: set[Place]) -> list[str]:
         """Check everything, then register the files as resources and the skills' entries."""
         front = {skill: _front_matter(skill, contents[skill + (SKILL_FILE,)]) for skill in skills}
-        entries = [{"uri": _uri(skill + (SKILL_FILE,)), "frontmatter": front[skill], "resources": _manifest(skill, contents)}
-                   for skill in skills]
+        entries = [{"uri": _uri(skill + (SKILL_FILE,)), "frontmatter": front[skill],
+                    "resources": _manifest(skill, contents)} for skill in skills]
         resources = [self._resource(path, content, front.get(path[:-1])) for path, content in sorted(contents.items())]
         taken = [r.key for r in resources if self.server.resources.get(r.key) is not None]
         if taken:
@@ -220,20 +228,20 @@ class Skills:
             self._link(path, resource.describe())
         for directory in directories:
             self._directories.setdefault(_uri(directory), {})
-            self._link(directory, {"uri": _uri(directory), "name": directory[-1], "mimeType": DIRECTORY})
+            self._link(directory, _directory(directory))
         for entry in entries:
             self._entries[entry["uri"]] = entry
         return [entry["uri"] for entry in entries]
 
     def _resource(self, path: Place, content: Content, front: dict[str, Any] | None) -> Resource:
         """The resource serving one file; a skill's SKILL.md is named and described by its front matter."""
-        is_skill_file = front is not None and path[-1] == SKILL_FILE
+        described = front if path[-1] == SKILL_FILE else None
         data = _raw(content)
         resource = Resource(
             content if callable(content) else _static(content),
             _uri(path),
-            name=front["name"] if is_skill_file else path[-1],  # type: ignore[index]
-            description=front["description"] if is_skill_file else None,  # type: ignore[index]
+            name=described["name"] if described else path[-1],
+            description=described["description"] if described else None,
             mime_type=_mime_type(path[-1], content),
             size=None if data is None else len(data),
         )
@@ -246,20 +254,25 @@ class Skills:
         while len(path) > 1:
             self._directories.setdefault(_uri(path[:-1]), {})[_uri(path)] = child
             path = path[:-1]
-            child = {"uri": _uri(path), "name": path[-1], "mimeType": DIRECTORY}
+            child = _directory(path)
 
     # -- the methods ------------------------------------------------------
 
-    def _cacheable(self, result: dict[str, Any], next_cursor: str | None = None) -> dict[str, Any]:
-        if next_cursor is not None:
-            result["nextCursor"] = next_cursor
-        hints = self.server.cache
+    def _cacheable(self, result: dict[str, Any]) -> dict[str, Any]:
+        hints = self.server.cache  # the server's defaults: skills carry no hints of their own
         result.update(ttlMs=hints.ttl_ms, cacheScope=hints.cache_scope)
         return result
 
+    def _listing(self, field: str, items: Sequence[dict[str, Any]], params: dict[str, Any]) -> dict[str, Any]:
+        """The page of `items` the request's cursor names, at the server's page size."""
+        page, next_cursor = _page(items, params.get("cursor"), self.server.resources.page_size)
+        result: dict[str, Any] = {field: page}
+        if next_cursor is not None:
+            result["nextCursor"] = next_cursor
+        return self._cacheable(result)
+
     def _list(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-        entries, next_cursor = _page(list(self._entries.values()), params.get("cursor"), self.server.resources.page_size)
-        return self._cacheable({"skills": entries}, next_cursor)
+        return self._listing("skills", list(self._entries.values()), params)
 
     def _get(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
         uri = params.get("uri")
@@ -277,9 +290,7 @@ class Skills:
         children = self._directories.get(uri)
         if children is None:
             raise invalid_params(f"Not a directory this server serves: {uri}", {"uri": uri})
-        listed = [children[key] for key in sorted(children)]
-        resources, next_cursor = _page(listed, params.get("cursor"), self.server.resources.page_size)
-        return self._cacheable({"resources": resources}, next_cursor)
+        return self._listing("resources", [children[key] for key in sorted(children)], params)
 
 
 # -- reading a directory of skills ---------------------------------------------
