@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import io
 import wave
+from pathlib import Path
 
 import anyio
 
@@ -33,6 +34,7 @@ from mcpcore import (
     ToolError,
     ToolResult,
 )
+from mcpcore.skills import Skills
 from mcpcore.wire import INTERNAL_ERROR
 
 server = Server("mcp-conformance-test-server", version="0.1.0")
@@ -539,3 +541,10 @@ def test_input_required_result_prompt(ctx: Context) -> str:
 def complete_arg1(value: str) -> list:
     """Suggestions for arg1 that start with what was typed."""
     return [choice for choice in ("alpha", "beta", "gamma") if choice.startswith(value)]
+
+
+# -- the Skills extension (SEP-2640) --------------------------------------------
+# Two skills from examples/skills/; the first listed has a subdirectory, which the
+# suite's resources/directory/read checks descend into.
+
+Skills(server).add_directory(Path(__file__).parent / "skills")

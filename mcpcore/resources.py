@@ -23,7 +23,8 @@ from .wire import invalid_params
 
 
 def _metadata(
-    entry: dict[str, Any], name: str, title: str | None, description: str | None, mime_type: str | None
+    entry: dict[str, Any], name: str, title: str | None, description: str | None, mime_type: str | None,
+    size: int | None = None,
 ) -> dict[str, Any]:
     entry["name"] = name
     if title:
@@ -32,6 +33,8 @@ def _metadata(
         entry["description"] = description
     if mime_type:
         entry["mimeType"] = mime_type
+    if size is not None:
+        entry["size"] = size
     return entry
 
 
@@ -112,6 +115,7 @@ class Resource(_Readable):
         title: str | None = None,
         description: str | None = None,
         mime_type: str | None = None,
+        size: int | None = None,
         cache: CacheHints | None = None,
         scopes: Sequence[str] = (),
     ) -> None:
@@ -120,7 +124,7 @@ class Resource(_Readable):
         self.key = uri
         self.mime_type = mime_type
         self.cache = cache or CacheHints()
-        self._entry = _metadata({"uri": uri}, name or self.info.name, title, description or self.info.doc, mime_type)
+        self._entry = _metadata({"uri": uri}, name or self.info.name, title, description or self.info.doc, mime_type, size)
 
     def describe(self) -> dict[str, Any]:
         return self._entry
