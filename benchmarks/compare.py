@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 
 import httpload
 import procs
+import sharedstate
 import svgchart
 import wrkload
 
@@ -653,7 +654,8 @@ def main() -> None:
     Path(args.raw).parent.mkdir(parents=True, exist_ok=True)
     Path(args.raw).write_text(json.dumps(results, indent=1))
     (output.parent / "scale.svg").write_text(chart(results["http"], args.rounds))
-    output.write_text(report(harness, results, "scale.svg"))
+    kept = sharedstate.section_of(output.read_text()) if output.exists() else ""  # its own script writes that one
+    output.write_text(report(harness, results, "scale.svg") + ("\n" + kept if kept else ""))
     progress(f"wrote {output} and {output.parent / 'scale.svg'}")
 
 

@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import compare  # noqa: E402
 import httpload  # noqa: E402
+import sharedstate  # noqa: E402
 import stdiobench  # noqa: E402
 import svgchart  # noqa: E402
 import wrkload  # noqa: E402
@@ -323,3 +324,17 @@ def test_stdiodrive_counts_error_answers_and_missing_ones(tmp_path: Path) -> Non
                           capture_output=True, text=True, check=True, timeout=60)
     figures = json.loads(done.stdout)
     assert figures["answers"] == 10 and figures["errors"] == 5 + 10  # five error answers, ten never answered
+
+
+def test_the_shared_state_report_gives_same_round_ratios_and_survives_a_rewrite_of_results() -> None:
+    def run(rps: float) -> dict:
+        return {"rps": rps, "p99_ms": 9.0, "errors": 0}
+
+    found = {"1 process": [run(100), run(200)], "1 process, --redis": [run(90), run(220)],
+             "--workers 2": [run(150), run(150)], "--workers 2, --redis": [run(75), run(150)]}
+    text = sharedstate.report(found, [1.0, 2.0, 3.0, 10.0], rounds=2, seconds=5)
+    assert "| 1 process, --redis | 155 | 9.0 | 1.00 (0.90–1.10) |" in text  # ratios per round: 0.9 and 1.1
+    assert "| --workers 2, --redis | 112 | 9.0 | 0.75 (0.50–1.00) |" in text
+    assert "p50 2.50 ms, p99 10.00 ms, max 10.00 ms" in text
+    page = "# results\n\nsome table\n\n" + text
+    assert sharedstate.section_of(page) == text and sharedstate.section_of("# results") == ""

@@ -306,3 +306,49 @@ class TestRedisTaskStore(TaskStoreContract):
         finally:
             await state.client.aclose()
 
+
+
+@contextlib.contextmanager
+def legacy_server_processes(redis: RedisServer, count: int = 2) -> Iterator[list[int]]:
+    """`count` processes of tests/servers/legacy_server.py (the interop tests' server) sharing `redis`."""
+    ports = [free_port() for _ in range(count)]
+    command = [sys.executable, "-m", "mcpcore", "run", "tests/servers/legacy_server.py", "--transport", "http", "--redis", redis.url]
+    started = [subprocess.Popen([*command, "--port", str(port)], cwd=ROOT, env=environment(), stderr=subprocess.DEVNULL)
+               for port in ports]
+    try:
+        for port in ports:
+            wait_until_accepting(port)
+        yield ports
+    finally:
+        for process in started:
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.parametrize("mode", ["2026-07-28", "auto"])
+async def test_the_official_python_client_behind_a_round_robin_proxy_works_as_with_one_process(
+        redis_server: RedisServer, mode: str) -> None:
+    mcp = pytest.importorskip("mcp", reason="the official SDK is in the test extra")
+    mcp_types = pytest.importorskip("mcp_types")
+    from round_robin_proxy import RoundRobinProxy
+
+    async def answer(context: Any, params: Any) -> Any:
+        return mcp_types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    with legacy_server_processes(redis_server) as ports, anyio.fail_after(60):
+        async with RoundRobinProxy(ports) as proxy:
+            url = f"http://127.0.0.1:{proxy.port}/mcp"
+            async with mcp.Client(url, mode=mode, elicitation_callback=answer, read_timeout_seconds=30) as sdk:
+                assert sdk.protocol_version == "2026-07-28"
+                assert {"echo", "greet", "steps"} <= {tool.name for tool in (await sdk.list_tools()).tools}
+                assert (await sdk.call_tool("echo", {"text": "hi"})).content[0].text == "hi"  # type: ignore[union-attr]
+                progress: list[float] = []
+
+                async def on_progress(done: float, total: float | None, message: str | None) -> None:
+                    progress.append(done)
+
+                stepped = await sdk.call_tool("steps", {}, progress_callback=on_progress)
+                assert stepped.content[0].text.startswith("done for") and progress == [1, 2, 3]  # type: ignore[union-attr]
+                # An MRTR round trip: asked by one process, answered to the other (one key ring).
+                assert (await sdk.call_tool("greet", {})).content[0].text == "Hello, Ada!"  # type: ignore[union-attr]
+            assert set(proxy.served) == set(ports)  # both processes answered
