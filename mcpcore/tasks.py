@@ -57,6 +57,7 @@ TASKS = "io.modelcontextprotocol/tasks"
 TASK_MODES = ("forbidden", "optional", "required")
 NAME_FIELDS = {"tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}  # what Mcp-Name mirrors
 _SWEEP_SECONDS = 1.0  # how often, at most, expired tasks are swept
+MAX_ROUNDS = 1_000  # rounds one task may run: an InputRequired without requests starts the next one at once
 _KEEP_RETRIES = (0.1, 0.2, 0.5, 1, 2, 4, 8, 16)  # waits between tries to store an outcome: about 30 s in all
 
 
@@ -349,6 +350,9 @@ def _asking(requests: dict[str, dict[str, Any]], payload: dict[str, Any]) -> Any
     def change(record: TaskRecord) -> TaskRecord | None:
         if record.terminal:
             return None
+        if not requests and record.round >= MAX_ROUNDS:  # a function that asks for nothing, forever
+            stuck = McpError(INTERNAL_ERROR, f"The tool asked for no input {record.round} rounds running; it was stopped")
+            return _settle("failed", error=stuck.to_dict())(record)
         used, outstanding, asked = list(record.used_keys), {}, {}
         for name, request in requests.items():
             key, n = name, 1

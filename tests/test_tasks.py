@@ -16,7 +16,7 @@ import pytest
 
 from conftest import ROOT, meta, request
 from http_client import HttpClient, Reply, mcp_headers, running
-from mcpcore import Context, Elicit, InputRequired, McpError, Server, ToolError
+from mcpcore import Context, Elicit, InputRequired, McpError, Server, ToolError, tasks
 from mcpcore.testing import Client
 from mcpcore.wire import InvalidParams
 from memory import exchange
@@ -636,3 +636,19 @@ async def test_over_stdio_a_task_asks_for_input_answered_by_tasks_update() -> No
         task = await poll_task(client, task_id)
     assert list(waiting["inputRequests"]) == ["confirmation"]
     assert task["result"]["content"] == [{"type": "text", "text": "deleted c.txt"}]
+
+
+async def test_a_task_whose_function_asks_for_nothing_forever_is_stopped_and_fails() -> None:
+    server = Server("spinning")
+    rounds: list[Any] = []
+
+    @server.tool(task="optional")
+    def spin(ctx: Context) -> str:
+        rounds.append(ctx.state)
+        raise InputRequired(state=len(rounds))  # no requests: the next round runs at once
+
+    async with declaring(server) as client:
+        task_id = await start(client, "spin")
+        failed = await poll(lambda: get_task(client, task_id))
+    assert failed["status"] == "failed" and "asked for no input" in failed["error"]["message"]
+    assert len(rounds) == tasks.MAX_ROUNDS and rounds[:3] == [None, 1, 2]  # each round saw the last one's state
