@@ -275,21 +275,11 @@ class Skills:
         return self._listing("skills", list(self._entries.values()), params)
 
     def _get(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-        uri = params.get("uri")
-        if not isinstance(uri, str):
-            raise invalid_params('skills/get needs a string "uri": the URI of a skill\'s SKILL.md')
-        entry = self._entries.get(uri)
-        if entry is None:
-            raise invalid_params(f"Not a skill this server serves: {uri}", {"uri": uri})
+        entry = _named(params, self._entries, "skills/get", "skill")
         return self._cacheable({"skill": entry})
 
     def _read_directory(self, params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-        uri = params.get("uri")
-        if not isinstance(uri, str):
-            raise invalid_params('resources/directory/read needs a string "uri"')
-        children = self._directories.get(uri)
-        if children is None:
-            raise invalid_params(f"Not a directory this server serves: {uri}", {"uri": uri})
+        children = _named(params, self._directories, "resources/directory/read", "directory")
         return self._listing("resources", [children[key] for key in sorted(children)], params)
 
 
@@ -348,3 +338,13 @@ def _read_file(path: Path, home: Path) -> bytes:
             return file.read(MAX_BYTES + 1)
     except OSError as error:
         raise SkillError(f"{path}: cannot be read ({error.strerror})") from None
+
+
+def _named(params: dict[str, Any], served: Mapping[str, Any], method: str, what: str) -> Any:
+    """What `params.uri` names in `served` (-32602 when it is no string, or not a served {what})."""
+    uri = params.get("uri")
+    if not isinstance(uri, str):
+        raise invalid_params(f'{method} needs a string "uri": the URI of a {what}')
+    if uri not in served:
+        raise invalid_params(f"Not a {what} this server serves: {uri}", {"uri": uri})
+    return served[uri]

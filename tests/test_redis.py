@@ -119,9 +119,9 @@ def redis_server() -> Iterator[RedisServer]:
         server.stop()
 
 
-def mcpcore_run(port: int, redis_url: str) -> list[str]:
-    return [sys.executable, "-m", "mcpcore", "run", "tests/test_redis.py:shared_server", "--transport", "http",
-            "--port", str(port), "--redis", redis_url, "--log-level", "info"]
+def mcpcore_run(port: int, redis_url: str, target: str = "tests/test_redis.py:shared_server") -> list[str]:
+    return [sys.executable, "-m", "mcpcore", "run", target, "--transport", "http", "--port", str(port),
+            "--redis", redis_url, "--log-level", "info"]
 
 
 def environment(keys: str | None = KEYS) -> dict[str, str]:
@@ -132,11 +132,11 @@ def environment(keys: str | None = KEYS) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def processes(redis: RedisServer, count: int = 2) -> Iterator[list[int]]:
-    """`count` mcpcore processes sharing `redis`, each on a port of its own; their ports."""
+def processes(redis: RedisServer, count: int = 2, target: str = "tests/test_redis.py:shared_server") -> Iterator[list[int]]:
+    """`count` mcpcore processes of `target` sharing `redis`, each on a port of its own; their ports."""
     ports = [free_port() for _ in range(count)]
-    started = [subprocess.Popen(mcpcore_run(port, redis.url), cwd=ROOT, env=environment(), stderr=subprocess.PIPE)
-               for port in ports]
+    started = [subprocess.Popen(mcpcore_run(port, redis.url, target), cwd=ROOT, env=environment(),
+                                stderr=subprocess.DEVNULL) for port in ports]
     try:
         for port in ports:
             wait_until_accepting(port)
@@ -308,23 +308,6 @@ class TestRedisTaskStore(TaskStoreContract):
 
 
 
-@contextlib.contextmanager
-def legacy_server_processes(redis: RedisServer, count: int = 2) -> Iterator[list[int]]:
-    """`count` processes of tests/servers/legacy_server.py (the interop tests' server) sharing `redis`."""
-    ports = [free_port() for _ in range(count)]
-    command = [sys.executable, "-m", "mcpcore", "run", "tests/servers/legacy_server.py", "--transport", "http", "--redis", redis.url]
-    started = [subprocess.Popen([*command, "--port", str(port)], cwd=ROOT, env=environment(), stderr=subprocess.DEVNULL)
-               for port in ports]
-    try:
-        for port in ports:
-            wait_until_accepting(port)
-        yield ports
-    finally:
-        for process in started:
-            process.kill()
-            process.wait()
-
-
 @pytest.mark.parametrize("mode", ["2026-07-28", "auto"])
 async def test_the_official_python_client_behind_a_round_robin_proxy_works_as_with_one_process(
         redis_server: RedisServer, mode: str) -> None:
@@ -335,7 +318,7 @@ async def test_the_official_python_client_behind_a_round_robin_proxy_works_as_wi
     async def answer(context: Any, params: Any) -> Any:
         return mcp_types.ElicitResult(action="accept", content={"name": "Ada"})
 
-    with legacy_server_processes(redis_server) as ports, anyio.fail_after(60):
+    with processes(redis_server, target="tests/servers/legacy_server.py") as ports, anyio.fail_after(60):
         async with RoundRobinProxy(ports) as proxy:
             url = f"http://127.0.0.1:{proxy.port}/mcp"
             async with mcp.Client(url, mode=mode, elicitation_callback=answer, read_timeout_seconds=30) as sdk:
