@@ -287,7 +287,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         port = d.HTTP_PORT if args.port is None else args.port  # 0: any free port
         try:
             sys.exit(run_workers(worker_args, host, port, args.workers, path, args.log_level, tuple(args.allowed_hosts or ()),
-                                 args.log_format))
+                                 args.log_format, shared=bool(args.redis_url)))
         except ValueError as error:
             sys.exit(f"mcpcore: {error}")
     names = _HTTP_OPTIONS if args.transport == "http" else _STDIO_OPTIONS

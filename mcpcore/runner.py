@@ -114,9 +114,10 @@ def run(
 
 def run_workers(
     worker_args: Sequence[str], host: str, port: int, workers: int, path: str, log_level: str, allowed_hosts: tuple[str, ...],
-    log_format: str = "text",
+    log_format: str = "text", shared: bool = False,
 ) -> int:
-    """Supervise `workers` HTTP worker processes on one socket; return the exit status."""
+    """Supervise `workers` HTTP worker processes on one socket; return the exit status.
+    `shared`: the workers share state on Redis (`--redis`); without it, say what stays per worker."""
     from .transports.httprules import public_bind_refusal
     from .transports.workers import supervise
 
@@ -125,4 +126,7 @@ def run_workers(
         raise ValueError(refusal)  # before binding: every worker would refuse it
 
     configure(log_level, log_format)
+    if not shared:
+        log.warning("each worker keeps its own state: a subscriptions/listen stream hears only the changes its "
+                    "worker announces; run with --redis URL to share them")
     return supervise(worker_args, host, port, workers, path)

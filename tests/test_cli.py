@@ -158,3 +158,20 @@ def test_workers_are_refused_for_tasks_kept_in_one_process() -> None:
     result = subprocess.run(command, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
     assert result.returncode == 1 and "--workers needs a task store the workers share" in result.stderr
     assert "server.tasks.configure(store=...)" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_workers_without_shared_state_say_what_stays_per_worker() -> None:
+    command = [sys.executable, "-m", "mcpcore", "run", str(ROOT / "examples" / "echo_server.py"), "--transport", "http",
+               "--port", "0", "--workers", "2"]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, cwd=ROOT, start_new_session=True)
+    try:
+        assert process.stderr is not None
+        first = process.stderr.readline()  # said before the workers start
+        assert "each worker keeps its own state" in first and "--redis URL" in first
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
