@@ -30,8 +30,10 @@ __all__ = ["Extension"]
 _IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9-]*(\.[A-Za-z0-9-]+)+/[A-Za-z0-9][A-Za-z0-9._-]*")
 _CORE_PREFIXES = ("server/", "tools/", "resources/", "prompts/", "completion/", "subscriptions/", "notifications/",
                   "logging/", "sampling/", "elicitation/", "roots/", "initialize", "ping")
-# Methods an extension's specification defines inside a core namespace: open to that extension alone.
-_IN_CORE_NAMESPACES = {"resources/directory/read": "io.modelcontextprotocol/skills"}  # SEP-2640
+# Names an extension's specification reserves (a method in a core namespace, or a prefix of its own):
+# open to that extension alone.
+_RESERVED = {"resources/directory/read": "io.modelcontextprotocol/skills",  # SEP-2640
+             "tasks/": "io.modelcontextprotocol/tasks"}  # SEP-2663
 
 MethodHandler = Callable[[dict[str, Any], "Context"], Union[dict[str, Any], Awaitable[dict[str, Any]]]]
 FieldAdder = Callable[[dict[str, Any], "Context"], Union[Mapping[str, Any], Awaitable[Mapping[str, Any]]]]
@@ -62,8 +64,9 @@ class Extension:
 
         `name_field`: the params field `Mcp-Name` mirrors over HTTP (e.g. "taskId"). `declared`:
         refuse (-32021) a client that did not declare this extension."""
-        core = name.startswith(_CORE_PREFIXES) and _IN_CORE_NAMESPACES.get(name) != self.id
-        if core or name in self.server.dispatcher.methods():
+        owner = next((owner for reserved, owner in _RESERVED.items() if name.startswith(reserved)), None)
+        taken = owner != self.id if owner is not None else name.startswith(_CORE_PREFIXES)
+        if taken or name in self.server.dispatcher.methods():
             raise ValueError(f"{name!r} is a method of the protocol or of another extension")
 
         def register(fn: MethodHandler) -> MethodHandler:

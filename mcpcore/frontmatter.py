@@ -22,6 +22,7 @@ __all__ = ["FrontMatterError", "parse_front_matter"]
 # The block the conformance suite (and most hosts) cut out: the first line is `---`,
 # the block ends at the next `---` line.
 _BLOCK = re.compile(r"---\r?\n([\s\S]*?)\r?\n---[ \t]*(?:\r?\n|\Z)")
+MAX_NESTING = 32  # levels of mappings and lists in a front matter (the draft's need a few)
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _KEY = re.compile(
     r"""(?:"(?P<double>(?:[^"\\]|\\.)*)"|'(?P<single>(?:[^']|'')*)'|(?P<plain>[A-Za-z0-9_][A-Za-z0-9_./-]*))"""
@@ -33,7 +34,7 @@ _ESCAPE = re.compile(r"\\(x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|.)")
 _ESCAPES = {"0": "\0", "a": "\a", "b": "\b", "t": "\t", "\t": "\t", "n": "\n", "v": "\v", "f": "\f", "r": "\r",
             "e": "\x1b", " ": " ", '"': '"', "/": "/", "\\": "\\", "N": "\x85", "_": "\xa0",
             "L": "\u2028", "P": "\u2029"}
-_COMMENT = re.compile(r"[ \t]+#.*\Z")
+_COMMENT = re.compile(r"[ \t]#")  # a comment starts at a '#' after a blank (found once: linear in the line)
 _AFTER_QUOTE = re.compile(r"[ \t]*(?:#.*)?\Z")
 _BLOCK_HEADER = re.compile(r"([|>])([+-]?)[ \t]*(?:#.*)?\Z")
 
@@ -101,6 +102,7 @@ class _Parser:
     def __init__(self, lines: list[str]) -> None:
         self.lines = lines
         self.at = 0
+        self.depth = 0  # mappings and lists open around the line being read
 
     def where(self, index: int | None = None) -> str:
         return f"SKILL.md line {(self.at if index is None else index) + 2}"  # the opening '---' is line 1
@@ -172,9 +174,15 @@ class _Parser:
         depth = self.indent(index)
         item = self.lines[index].lstrip(" ")
         is_item = item == "-" or item.startswith(("- ", "-\t"))
-        if depth > indent:
-            return self.sequence(depth) if is_item else self.mapping(depth)
-        return self.sequence(depth) if depth == indent and is_item else None
+        if depth > indent or (depth == indent and is_item):
+            if self.depth >= MAX_NESTING:
+                raise FrontMatterError(f"{self.where(index)}: values nest more than {MAX_NESTING} levels deep")
+            self.depth += 1
+            try:
+                return self.sequence(depth) if is_item else self.mapping(depth)
+            finally:
+                self.depth -= 1
+        return None
 
     def sequence(self, indent: int) -> list[Any]:
         items: list[Any] = []
@@ -211,7 +219,7 @@ class _Parser:
             raise FrontMatterError(f"{where}: anchors, aliases and tags are not read here; write the value itself")
         if first in "@`%,]}" or text.startswith(("- ", "? ", ": ")) or text in ("-", "?", ":"):
             raise FrontMatterError(f"{where}: a value cannot start with {first!r} unquoted; quote it")
-        plain = _COMMENT.sub("", text).rstrip(" \t")
+        plain = _without_comment(text)
         if ": " in plain or plain.endswith(":") or ":\t" in plain:
             raise FrontMatterError(f"{where}: ': ' inside an unquoted value; quote the value")
         return _resolve(plain, where)
@@ -259,3 +267,9 @@ class _Parser:
             started, blank = True, 0
             text += line
         return text
+
+
+def _without_comment(text: str) -> str:
+    """A plain value without its trailing comment and blanks."""
+    found = _COMMENT.search(text)
+    return (text if found is None else text[: found.start()]).rstrip(" \t")

@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from typing import TYPE_CHECKING, Any, AsyncContextManager, Callable, Coroutine
 
 import anyio
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from .server import Server
@@ -78,7 +81,12 @@ class Lifespan:
             raise RuntimeError("background work needs a running server (inside `async with server.lifespan`)")
         job = asyncio.get_running_loop().create_task(work)
         self._background.add(job)
-        job.add_done_callback(self._background.discard)
+        job.add_done_callback(self._finished)
+
+    def _finished(self, job: asyncio.Task[None]) -> None:
+        self._background.discard(job)
+        if not job.cancelled() and job.exception() is not None:  # said now, not at garbage collection
+            log.error("background work of server %r failed", self._server.name, exc_info=job.exception())
 
     async def _stop_background(self) -> None:
         jobs = list(self._background)

@@ -19,7 +19,8 @@ are unknown, so on reconnection every local subscription is told that everything
 it follows may have changed (clients re-read), and a sender that had to drop
 changes asks every process to do the same. The task store keeps each record as
 JSON under a key that Redis expires at the task's TTL, changes it with optimistic
-transactions (WATCH/MULTI), and counts tasks with two sorted sets scored by expiry.
+transactions (WATCH/MULTI), and counts tasks with two sorted sets scored by expiry
+(and a hash of owners, so that an expired task leaves both).
 A Redis error in a request is `StateUnavailable` (-32603 saying so), never a hang:
 every command has a timeout.
 """
@@ -94,6 +95,10 @@ class RedisState:
         self._loops = [asyncio.get_running_loop().create_task(loop()) for loop in loops]
 
     async def aclose(self) -> None:
+        """Send what is still queued for the other processes (a second at most), then disconnect."""
+        with anyio.move_on_after(1.0):
+            while self.bus.pending:
+                await anyio.sleep(0.01)
         for loop in self._loops:
             loop.cancel()
         await asyncio.gather(*self._loops, return_exceptions=True)
@@ -147,6 +152,11 @@ class RedisBus:
         self._dropped = False  # the others missed changes: tell them to resync
         self._wake = anyio.Event()
 
+    @property
+    def pending(self) -> bool:
+        """Whether changes still wait to be sent to the other processes."""
+        return bool(self._pending) or self._dropped
+
     def attach(self, subscriber: Subscriber) -> None:
         self._local.attach(subscriber)
 
@@ -174,7 +184,7 @@ class RedisBus:
         """Publish the queued changes, retrying while Redis is away (the queue keeps them)."""
         failures = 0
         while True:
-            if not self._pending and not self._dropped:
+            if not self.pending:
                 self._wake = anyio.Event()
                 await self._wake.wait()
             try:
@@ -183,9 +193,13 @@ class RedisBus:
                     self._dropped = False
                 while self._pending:
                     change = next(iter(self._pending))
-                    message = {"o": self._origin, "k": change.kind, "u": change.uri}
-                    await self._state.client.publish(self._channel, orjson.dumps(message))
-                    self._pending.pop(change, None)
+                    del self._pending[change]  # first: the same change made again meanwhile is sent again
+                    try:
+                        message = {"o": self._origin, "k": change.kind, "u": change.uri}
+                        await self._state.client.publish(self._channel, orjson.dumps(message))
+                    except BaseException:
+                        self._pending.setdefault(change, None)
+                        raise
                 failures = 0
             except (RedisError, OSError) as error:
                 if failures == 0:
@@ -266,10 +280,11 @@ class RedisTaskStore:
             raise StateUnavailable("creating the task", error) from error
 
     def _index(self, pipe: Any, record: TaskRecord) -> None:
-        """Score the record in both indexes by its expiry (never: +inf)."""
+        """Score the record in both indexes by its expiry (never: +inf), and name its owner for `expire`."""
         score = math.inf if record.expires_at is None else record.expires_at
         pipe.zadd(self._state.key("tasks"), {record.task_id: score})
         pipe.zadd(self._owned_key(record.principal), {record.task_id: score})
+        pipe.hset(self._state.key("task-owners"), record.task_id, record.principal or "")
 
     async def get(self, task_id: str) -> TaskRecord | None:
         try:
@@ -310,36 +325,37 @@ class RedisTaskStore:
             raise StateUnavailable("updating the task", error) from error
 
     async def delete(self, task_id: str) -> None:
-        record = await self.get(task_id)
+        client = self._state.client
         try:
-            async with self._state.client.pipeline(transaction=True) as pipe:
+            owner = await client.hget(self._state.key("task-owners"), task_id)  # still there once the record expired
+            async with client.pipeline(transaction=True) as pipe:
                 pipe.delete(self._key(task_id))
                 pipe.zrem(self._state.key("tasks"), task_id)
-                if record is not None:
-                    pipe.zrem(self._owned_key(record.principal), task_id)
+                pipe.hdel(self._state.key("task-owners"), task_id)
+                if owner is not None:
+                    pipe.zrem(self._owned_key(owner.decode() or None), task_id)
                 await pipe.execute()
         except (RedisError, OSError) as error:
             raise StateUnavailable("deleting the task", error) from error
 
     async def expire(self, now: float) -> list[str]:
-        """Redis expires the records itself; this trims the indexes and names what expired."""
-        index = self._state.key("tasks")
+        """Redis expires the records itself; this forgets them in the indexes and names them."""
         try:
-            gone = [task_id.decode() for task_id in await self._state.client.zrangebyscore(index, "-inf", now)]
+            gone = [task_id.decode() for task_id in await self._state.client.zrangebyscore(self._state.key("tasks"), "-inf", now)]
         except (RedisError, OSError) as error:
             raise StateUnavailable("expiring tasks", error) from error
-        for task_id in gone:  # mostly gone already; deleted here too, for a `now` ahead of Redis's clock
+        for task_id in gone:  # the record is mostly gone already; deleted too, for a `now` ahead of Redis's clock
             await self.delete(task_id)
         return gone
 
     async def count(self, principal: str | None) -> tuple[int, int]:
+        """The records not yet expired (the indexes keep expired ones until `expire` names them)."""
         now = time.time()
         try:
             async with self._state.client.pipeline(transaction=True) as pipe:
                 for index in (self._state.key("tasks"), self._owned_key(principal)):
-                    pipe.zremrangebyscore(index, "-inf", now)
-                    pipe.zcard(index)
-                _, stored, _, owned = await pipe.execute()
+                    pipe.zcount(index, f"({now}", "+inf")
+                stored, owned = await pipe.execute()
         except (RedisError, OSError) as error:
             raise StateUnavailable("counting tasks", error) from error
         return stored, owned

@@ -33,7 +33,7 @@ import logging
 import secrets
 import time
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
 import anyio
 import orjson
@@ -57,8 +57,9 @@ TASKS = "io.modelcontextprotocol/tasks"
 TASK_MODES = ("forbidden", "optional", "required")
 NAME_FIELDS = {"tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}  # what Mcp-Name mirrors
 _SWEEP_SECONDS = 1.0  # how often, at most, expired tasks are swept
-MAX_ROUNDS = 1_000  # rounds one task may run: an InputRequired without requests starts the next one at once
-_KEEP_RETRIES = (0.1, 0.2, 0.5, 1, 2, 4, 8, 16)  # waits between tries to store an outcome: about 30 s in all
+MAX_ROUNDS = 1_000  # rounds one task may run, answered ones included (an InputRequired without requests
+# starts the next round at once: without a bound, such a function would spin)
+_STORE_RETRIES = (0.1, 0.2, 0.5, 1, 2, 4, 8, 16)  # waits between tries of a run's store operation: about 30 s in all
 
 
 class Tasks:
@@ -151,34 +152,36 @@ class Tasks:
             self._watched = self.server.bus
             self._watched.attach(_CancelWatcher(self))
         while True:
-            record = await self.store.get(task_id)
+            record = await self._persist(task_id, "read", lambda: self.store.get(task_id))
             if record is None or record.status != "working":
                 return
             with anyio.CancelScope() as scope:
                 self._running[task_id] = scope
                 try:
                     outcome = await self._round(record)
-                except BaseException:  # the server is stopping: say so, for a store that outlives it
+                except BaseException:  # stopping, cancelled or expired: only a stop leaves it unsettled
                     with anyio.CancelScope(shield=True):
-                        await self._update(task_id, _settle("failed", error=McpError(INTERNAL_ERROR, "The server stopped before the task finished").to_dict()))
+                        stopped = McpError(INTERNAL_ERROR, "The server stopped before the task finished")
+                        await self._persist(task_id, "settled", lambda: self._update(task_id, _settle("failed", error=stopped.to_dict())))
                     raise
                 finally:
                     del self._running[task_id]
             if scope.cancelled_caught:
                 return  # cancelled or expired: the store already says so
-            changed = await self._keep(task_id, outcome)
+            changed = await self._persist(task_id, "stored", lambda: self._update(task_id, outcome))
             if changed is None or changed[1].round == record.round:
                 return
 
-    async def _keep(self, task_id: str, outcome: Any) -> tuple[TaskRecord, TaskRecord] | None:
-        """Store a round's outcome, retrying while the store is away (a shared store may be)."""
-        for wait in _KEEP_RETRIES:
+    async def _persist(self, task_id: str, what: str, operation: Callable[[], Awaitable[Any]]) -> Any:
+        """Run a store operation of a task's run, retrying while the store is away (a shared one may be);
+        None, and a logged error, when it stays away."""
+        for wait in _STORE_RETRIES:
             try:
-                return await self._update(task_id, outcome)
+                return await operation()
             except McpError as error:
                 failure = error
                 await anyio.sleep(wait)
-        log.error("task %s: its outcome could not be stored (%s); the task stays as it was until it expires", task_id, failure)
+        log.error("task %s could not be %s (%s); it stays as it was until it expires", task_id, what, failure)
         return None
 
     async def _round(self, record: TaskRecord) -> Any:
@@ -208,11 +211,15 @@ class Tasks:
         return _settle("completed", result={"resultType": "complete", **result})
 
     async def status_message(self, task_id: str, message: str) -> None:
-        """Set a working task's `statusMessage` (what `ctx.progress` in a task does)."""
+        """Set a working task's `statusMessage` (what `ctx.progress` in a task does); a store that is
+        away loses the message, not the task."""
         def change(record: TaskRecord) -> TaskRecord | None:
             return record.changed(time.time(), status_message=message) if record.status == "working" else None
 
-        await self._update(task_id, change)
+        try:
+            await self._update(task_id, change)
+        except McpError as error:
+            log.warning("task %s: its status message was not stored (%s)", task_id, error)
 
     async def _update(self, task_id: str, change: Any) -> tuple[TaskRecord, TaskRecord] | None:
         """Change a record in the store; subscriptions following the task hear of it."""
@@ -242,6 +249,7 @@ class Tasks:
         return frozenset(owned)
 
     async def _sweep(self, now: float) -> None:
+        """Forget expired tasks; their rounds, here or in a process sharing the store, are cancelled."""
         if now - self._swept < _SWEEP_SECONDS:
             return
         self._swept = now
@@ -249,6 +257,7 @@ class Tasks:
             scope = self._running.get(task_id)
             if scope is not None:
                 scope.cancel()
+            self.server.bus.publish(Change(TASK, task_id))  # elsewhere: the watcher finds no record
 
     # -- the tasks/* methods ----------------------------------------------------
 
@@ -294,10 +303,14 @@ class _CancelWatcher:
 
     def offer(self, change: Change) -> None:
         if change.kind == TASK and change.uri in self._tasks._running:
-            self._tasks.server.lifespan.spawn(self._check(change.uri))
+            self._check_soon(change.uri)
 
     def resync(self) -> None:
         for task_id in list(self._tasks._running):
+            self._check_soon(task_id)
+
+    def _check_soon(self, task_id: str) -> None:
+        if self._tasks.server.lifespan.entered:  # stopping: the rounds are being cancelled anyway
             self._tasks.server.lifespan.spawn(self._check(task_id))
 
     async def _check(self, task_id: str) -> None:

@@ -131,3 +131,13 @@ def test_front_matter_must_be_a_mapping_and_not_empty() -> None:
         parse_front_matter("---\n# only a comment\n---\n")
     with pytest.raises(FrontMatterError, match="indented less than the fields above it"):
         parse_front_matter("---\n  name: demo\ndescription: x\n---\n")
+
+
+def test_a_value_with_a_long_run_of_blanks_reads_in_one_pass_and_keeps_its_comment_rule() -> None:
+    assert extra("note: a" + " " * 200_000 + "b # a comment\n") == {"note": "a" + " " * 200_000 + "b"}
+
+
+def test_nesting_past_the_limit_is_refused_by_line_not_by_recursion() -> None:
+    levels = "".join("  " * level + f"k{level}:\n" for level in range(40))
+    with pytest.raises(FrontMatterError, match="nest more than 32 levels"):
+        parsed(levels)

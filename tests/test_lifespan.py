@@ -172,3 +172,19 @@ async def test_probe_paths_can_be_moved_or_turned_off() -> None:
     async with running(server, health_path="/live", ready_path=None) as http, HttpClient.connect(http) as client:
         assert (await probe(client, "GET", "/live"))[0] == 200
         assert (await probe(client, "GET", "/readyz"))[0] == 404
+
+
+async def test_background_work_that_fails_is_logged_when_it_fails(caplog: pytest.LogCaptureFixture) -> None:
+    server = Server("background")
+    failed = anyio.Event()
+
+    async def broken() -> None:
+        failed.set()
+        raise RuntimeError("broken on purpose")
+
+    async with server.lifespan:
+        server.lifespan.spawn(broken())
+        await failed.wait()
+        await anyio.sleep(0.05)  # its done-callback runs on the next loop pass
+    assert any(record.levelname == "ERROR" and "background work of server 'background' failed" in record.getMessage()
+               and record.exc_info and "broken on purpose" in str(record.exc_info[1]) for record in caplog.records)

@@ -72,6 +72,12 @@ def confirm(ctx: Context) -> str:
     return f"confirmed: {answer.content['ok']}"
 
 
+short_lived_server = Server("short-lived")  # its tasks expire half a second after creation
+short_lived_server.tasks.configure(ttl_ms=500)
+short_lived_server.add_tool(hold, task="optional")
+short_lived_server.add_tool(nap, task="optional")
+
+
 class RedisServer:
     """A `redis-server` of this test, on a loopback port, without persistence."""
 
@@ -229,6 +235,24 @@ async def test_cancelling_on_one_process_cancels_the_round_running_on_the_other(
             assert (await poll(first, held["taskId"]))["status"] == "cancelled"
 
 
+async def test_a_task_that_expires_has_its_round_cancelled_in_the_process_running_it(redis_server: RedisServer,
+                                                                                   tmp_path: Path) -> None:
+    marker = tmp_path / "cancelled"
+    with processes(redis_server, target="tests/test_redis.py:short_lived_server") as (a, b):
+        async with client(a) as first, client(b) as second:
+            held = (await first.call_tool("hold", {"marker": str(marker)})).result
+            await anyio.sleep(0.7)  # past its TTL: the next request to B sweeps it out
+            await second.call_tool("nap", {"seconds": 0})
+            for _ in range(200):
+                if marker.exists():
+                    break
+                await anyio.sleep(0.05)
+            assert marker.read_text() == "cancelled"
+            with pytest.raises(McpError) as gone:
+                await first.request("tasks/get", {"taskId": held["taskId"]})
+            assert gone.value.code == -32602
+
+
 async def test_a_listen_stream_on_one_process_hears_a_change_announced_on_the_other(redis_server: RedisServer) -> None:
     with processes(redis_server) as (a, b):
         async with listening(a) as stream, client(b) as second:
@@ -335,3 +359,38 @@ async def test_the_official_python_client_behind_a_round_robin_proxy_works_as_wi
                 # An MRTR round trip: asked by one process, answered to the other (one key ring).
                 assert (await sdk.call_tool("greet", {})).content[0].text == "Hello, Ada!"  # type: ignore[union-attr]
             assert set(proxy.served) == set(ports)  # both processes answered
+
+
+async def test_a_change_made_again_while_its_first_publication_is_in_flight_is_sent_again() -> None:
+    from mcpcore.redisstate import RedisBus
+    from mcpcore.subscriptions import TOOLS, Change
+
+    class SlowClient:
+        def __init__(self) -> None:
+            self.sent: list[bytes] = []
+            self.in_flight = anyio.Event()
+            self.go_on = anyio.Event()
+
+        async def publish(self, channel: str, data: bytes) -> None:
+            self.in_flight.set()
+            await self.go_on.wait()
+            self.sent.append(data)
+
+    class State:
+        client = SlowClient()
+
+        def key(self, *parts: str) -> str:
+            return ":".join(("test", *parts))
+
+    bus = RedisBus(State(), max_pending=10)  # type: ignore[arg-type]
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(bus.send)
+        bus.publish(Change(TOOLS))
+        await State.client.in_flight.wait()
+        bus.publish(Change(TOOLS))  # the same change again, while the first is on its way
+        State.client.go_on.set()
+        with anyio.fail_after(5):
+            while len(State.client.sent) < 2:
+                await anyio.sleep(0.01)
+        tasks.cancel_scope.cancel()
+    assert len(State.client.sent) == 2 and not bus.pending

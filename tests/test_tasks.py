@@ -652,3 +652,28 @@ async def test_a_task_whose_function_asks_for_nothing_forever_is_stopped_and_fai
         failed = await poll(lambda: get_task(client, task_id))
     assert failed["status"] == "failed" and "asked for no input" in failed["error"]["message"]
     assert len(rounds) == tasks.MAX_ROUNDS and rounds[:3] == [None, 1, 2]  # each round saw the last one's state
+
+
+async def test_a_status_message_the_store_cannot_take_is_lost_but_the_task_goes_on() -> None:
+    from mcpcore.taskstore import MemoryTaskStore
+
+    class RefusesStatusMessages(MemoryTaskStore):
+        async def update(self, task_id: str, change: Any) -> Any:
+            before = await self.get(task_id)
+            after = change(before) if before is not None else None
+            if after is not None and after.status == "working" and after.status_message is not None:
+                raise McpError(-32603, "the store is away")
+            return await super().update(task_id, change)
+
+    server = Server("flaky-store")
+
+    @server.tool(task="optional")
+    async def report(ctx: Context) -> str:
+        await ctx.progress(1, 2, "half way")
+        return "reported"
+
+    server.tasks.configure(store=RefusesStatusMessages())
+    async with declaring(server) as client:
+        task_id = await start(client, "report")
+        finished = await poll(lambda: get_task(client, task_id))
+    assert finished["status"] == "completed" and finished["result"]["content"][0]["text"] == "reported"
