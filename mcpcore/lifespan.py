@@ -57,11 +57,14 @@ class Lifespan:
         async with self._lock:
             if self._users == 0:
                 stack = contextlib.AsyncExitStack()
-                try:
-                    shared = self._server.store
-                    if shared is not None:  # the state shared with other processes: before the app's start-up
+                shared = self._server.store
+                if shared is not None:  # the state shared with other processes: before the app's start-up
+                    try:
                         await shared.start(self._server)
-                        stack.push_async_callback(shared.aclose)
+                    except Exception as error:  # a configuration error, said whole: no traceback
+                        raise StartupError(f"server {self._server.name!r} cannot use its shared state: {error}") from None
+                    stack.push_async_callback(shared.aclose)
+                try:
                     if self._factory is not None:
                         self.value = await stack.enter_async_context(self._factory(self._server))
                 except Exception as error:

@@ -78,6 +78,7 @@ def test_the_testing_pages_example_tests_pass() -> None:
     namespace = run_page(DOCS / "testing.md")
     anyio.run(namespace["test_greet"])
     namespace["test_without_an_event_loop"]()
+    anyio.run(run_page(DOCS / "tasks.md")["test_build_report"])
 
 
 def slug(heading: str) -> str:
