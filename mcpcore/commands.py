@@ -78,11 +78,31 @@ def _listing(found: dict[str, Any]) -> str:
             if kind == "tools":
                 for name, schema in item["inputSchema"].get("properties", {}).items():
                     required = name in item["inputSchema"].get("required", ())
-                    kind_of = schema.get("type", "any") if isinstance(schema.get("type", "any"), str) else "/".join(schema["type"])
-                    lines.append(f"      {name}: {kind_of}{'' if required else ' (optional)'}")
+                    lines.append(f"      {name}: {_kind(schema)}{'' if required else ' (optional)'}")
             if kind == "prompts":
                 lines += [f"      {a['name']}{'' if a.get('required') else ' (optional)'}" for a in item.get("arguments", [])]
     return "\n".join(lines)
+
+
+def _kind(schema: Any) -> str:
+    """A parameter's JSON Schema in a few words: `integer`, `"c" | "f"`, `string | null`, `array of string`."""
+    if not isinstance(schema, dict):
+        return "any"
+    if "enum" in schema:
+        return " | ".join(orjson.dumps(choice).decode() for choice in schema["enum"])
+    if "const" in schema:
+        return orjson.dumps(schema["const"]).decode()
+    for union in ("anyOf", "oneOf"):
+        if isinstance(schema.get(union), list):
+            return " | ".join(_kind(choice) for choice in schema[union])
+    if isinstance(schema.get("$ref"), str):
+        return schema["$ref"].rsplit("/", 1)[-1]
+    kind = schema.get("type", "any")
+    if isinstance(kind, list):
+        return " | ".join(map(str, kind))
+    if kind == "array" and "items" in schema:
+        return f"array of {_kind(schema['items'])}"
+    return str(kind)
 
 
 def _ask(params: dict[str, Any]) -> dict[str, Any]:

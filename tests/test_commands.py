@@ -28,6 +28,16 @@ def test_inspect_lists_tools_with_their_arguments_resources_and_prompts() -> Non
     assert listed["tools"][0]["inputSchema"]["required"] == ["text"]
 
 
+def test_inspect_shows_choices_unions_and_lists_as_the_schema_gives_them() -> None:
+    from mcpcore.commands import _kind
+
+    assert _kind({"enum": ["c", "f"], "default": "c"}) == '"c" | "f"'
+    assert _kind({"anyOf": [{"type": "string"}, {"type": "null"}]}) == "string | null"
+    assert _kind({"type": "array", "items": {"type": "integer"}}) == "array of integer"
+    assert _kind({"$ref": "#/$defs/Forecast"}) == "Forecast" and _kind({"const": 3}) == "3" and _kind({}) == "any"
+    assert _kind({"type": ["string", "null"]}) == "string | null"
+
+
 def test_call_prints_the_answer_and_progress_and_fails_on_an_error() -> None:
     echoed = mcpcore("call", ECHO, "echo", "text=hello there")
     assert echoed.returncode == 0 and echoed.stdout == "hello there\n", echoed.stderr
