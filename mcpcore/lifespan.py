@@ -103,9 +103,9 @@ class Lifespan:
                 self._users -= 1
                 if self._users == 0:
                     await self._stop_background()
-                if self._users == 0 and self._stack is not None:
-                    stack, self._stack = self._stack, None
-                    try:
-                        await stack.aclose()
-                    finally:
-                        self.value = None
+                    if self._stack is not None:
+                        stack, self._stack = self._stack, None
+                        try:
+                            await stack.aclose()
+                        finally:
+                            self.value = None

@@ -28,22 +28,22 @@ every command has a timeout.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import logging
 import math
 import secrets
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 import anyio
 import orjson
 import redis.asyncio as redis
 from redis.exceptions import RedisError, WatchError
 
-from .subscriptions import Change, LocalBus, Subscriber
-from .taskstore import Change as TaskChange
-from .taskstore import TaskRecord
+from .subscriptions import Change, LocalBus, Subscriber, on_the_loop
+from .taskstore import RecordChange, TaskRecord
 from .wire import INTERNAL_ERROR, McpError
 
 if TYPE_CHECKING:
@@ -147,7 +147,7 @@ class RedisBus:
         self._channel = state.key("changes")
         self._local = LocalBus()
         self._origin = secrets.token_hex(8)  # our own messages come back on the channel: ignored
-        self._pending: dict[Change | str, None] = {}  # for the others, oldest first; repeats coalesce
+        self._pending: dict[Change, None] = {}  # for the others, oldest first; repeats coalesce
         self._max_pending = max_pending
         self._dropped = False  # the others missed changes: tell them to resync
         self._wake = anyio.Event()
@@ -165,15 +165,10 @@ class RedisBus:
 
     def publish(self, change: Change) -> None:
         """Deliver here at once, and to the other processes through Redis (safe from worker threads)."""
-        try:
-            anyio.get_current_task()
-        except RuntimeError:
-            anyio.from_thread.run_sync(self._publish, change)
-        else:
-            self._publish(change)
+        on_the_loop(self._publish, change)
 
     def _publish(self, change: Change) -> None:
-        self._local._deliver(change)
+        self._local.deliver(change)
         if change not in self._pending and len(self._pending) >= self._max_pending:
             self._pending.clear()  # bounded: what was dropped becomes one "resync everything"
             self._dropped = True
@@ -204,7 +199,7 @@ class RedisBus:
             except (RedisError, OSError) as error:
                 if failures == 0:
                     log.warning("cannot publish changes to Redis (%s); %d queued, retrying", error, len(self._pending))
-                await anyio.sleep(_RETRY_SECONDS[min(failures, len(_RETRY_SECONDS) - 1)])
+                await _back_off(failures)
                 failures += 1
 
     async def receive(self) -> None:
@@ -226,8 +221,8 @@ class RedisBus:
             except (RedisError, OSError) as error:
                 if failures == 0:
                     log.warning("lost the Redis change channel (%s); retrying", error)
+                await _back_off(failures)
                 failures += 1
-                await anyio.sleep(_RETRY_SECONDS[min(failures - 1, len(_RETRY_SECONDS) - 1)])
             finally:
                 with anyio.CancelScope(shield=True):
                     await pubsub.aclose()
@@ -240,13 +235,27 @@ class RedisBus:
             if message["k"] == _EVERYTHING:
                 self._resync()
             else:
-                self._local._deliver(Change(message["k"], message.get("u")))
+                self._local.deliver(Change(message["k"], message.get("u")))
         except (orjson.JSONDecodeError, KeyError, TypeError):
             log.warning("ignored a malformed message on the Redis change channel: %r", data[:200])
 
     def _resync(self) -> None:
         for subscriber in list(self._local.subscribers):
             subscriber.resync()
+
+
+async def _back_off(failures: int) -> None:
+    """Wait before the next try after `failures` failed ones."""
+    await anyio.sleep(_RETRY_SECONDS[min(failures, len(_RETRY_SECONDS) - 1)])
+
+
+@contextlib.contextmanager
+def _reaching(what: str) -> Iterator[None]:
+    """A Redis error inside is `StateUnavailable`, naming `what` failed."""
+    try:
+        yield
+    except (RedisError, OSError) as error:
+        raise StateUnavailable(what, error) from error
 
 
 def _ms_left(expires_at: float | None) -> int | None:
@@ -268,7 +277,7 @@ class RedisTaskStore:
 
     async def create(self, record: TaskRecord) -> None:
         client = self._state.client
-        try:
+        with _reaching("creating the task"):
             created = await client.set(self._key(record.task_id), orjson.dumps(record.to_json()), nx=True,
                                        px=_ms_left(record.expires_at))
             if not created:
@@ -276,8 +285,6 @@ class RedisTaskStore:
             async with client.pipeline(transaction=True) as pipe:
                 self._index(pipe, record)
                 await pipe.execute()
-        except (RedisError, OSError) as error:
-            raise StateUnavailable("creating the task", error) from error
 
     def _index(self, pipe: Any, record: TaskRecord) -> None:
         """Score the record in both indexes by its expiry (never: +inf), and name its owner for `expire`."""
@@ -287,18 +294,14 @@ class RedisTaskStore:
         pipe.hset(self._state.key("task-owners"), record.task_id, record.principal or "")
 
     async def get(self, task_id: str) -> TaskRecord | None:
-        try:
+        with _reaching("reading the task"):
             data = await self._state.client.get(self._key(task_id))
-        except (RedisError, OSError) as error:
-            raise StateUnavailable("reading the task", error) from error
         record = None if data is None else TaskRecord.from_json(orjson.loads(data))
-        if record is not None and record.expires_at is not None and record.expires_at <= time.time():
-            return None  # Redis's expiry is a millisecond or so behind ours
-        return record
+        return None if record is None or record.expired(time.time()) else record  # Redis's expiry lags ours a little
 
-    async def update(self, task_id: str, change: TaskChange) -> tuple[TaskRecord, TaskRecord] | None:
+    async def update(self, task_id: str, change: RecordChange) -> tuple[TaskRecord, TaskRecord] | None:
         key = self._key(task_id)
-        try:
+        with _reaching("updating the task"):
             async with self._state.client.pipeline(transaction=True) as pipe:
                 while True:  # optimistic: retried when another process wrote the record meanwhile
                     try:
@@ -321,12 +324,10 @@ class RedisTaskStore:
                         return before, after
                     except WatchError:
                         continue
-        except (RedisError, OSError) as error:
-            raise StateUnavailable("updating the task", error) from error
 
     async def delete(self, task_id: str) -> None:
         client = self._state.client
-        try:
+        with _reaching("deleting the task"):
             owner = await client.hget(self._state.key("task-owners"), task_id)  # still there once the record expired
             async with client.pipeline(transaction=True) as pipe:
                 pipe.delete(self._key(task_id))
@@ -335,15 +336,11 @@ class RedisTaskStore:
                 if owner is not None:
                     pipe.zrem(self._owned_key(owner.decode() or None), task_id)
                 await pipe.execute()
-        except (RedisError, OSError) as error:
-            raise StateUnavailable("deleting the task", error) from error
 
     async def expire(self, now: float) -> list[str]:
         """Redis expires the records itself; this forgets them in the indexes and names them."""
-        try:
+        with _reaching("expiring tasks"):
             gone = [task_id.decode() for task_id in await self._state.client.zrangebyscore(self._state.key("tasks"), "-inf", now)]
-        except (RedisError, OSError) as error:
-            raise StateUnavailable("expiring tasks", error) from error
         for task_id in gone:  # the record is mostly gone already; deleted too, for a `now` ahead of Redis's clock
             await self.delete(task_id)
         return gone
@@ -351,12 +348,10 @@ class RedisTaskStore:
     async def count(self, principal: str | None) -> tuple[int, int]:
         """The records not yet expired (the indexes keep expired ones until `expire` names them)."""
         now = time.time()
-        try:
+        with _reaching("counting tasks"):
             async with self._state.client.pipeline(transaction=True) as pipe:
                 for index in (self._state.key("tasks"), self._owned_key(principal)):
                     pipe.zcount(index, f"({now}", "+inf")
                 stored, owned = await pipe.execute()
-        except (RedisError, OSError) as error:
-            raise StateUnavailable("counting tasks", error) from error
         return stored, owned
 

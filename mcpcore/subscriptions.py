@@ -170,16 +170,23 @@ class LocalBus:
     def publish(self, change: Change) -> None:
         if not self.subscribers:
             return  # e.g. registration before the server runs
-        try:
-            anyio.get_current_task()
-        except RuntimeError:  # called from a worker thread: deliver on the event loop
-            anyio.from_thread.run_sync(self._deliver, change)
-        else:
-            self._deliver(change)
+        on_the_loop(self.deliver, change)
 
-    def _deliver(self, change: Change) -> None:
+    def deliver(self, change: Change) -> None:
+        """Offer a change to every attached subscriber (on the event loop)."""
         for subscriber in list(self.subscribers):
             subscriber.offer(change)
+
+
+def on_the_loop(deliver: Callable[[Change], None], change: Change) -> None:
+    """`deliver(change)` on the event loop: at once from the loop, through anyio from a worker thread
+    (a sync tool announcing a change)."""
+    try:
+        anyio.get_current_task()
+    except RuntimeError:
+        anyio.from_thread.run_sync(deliver, change)
+    else:
+        deliver(change)
 
 
 class Subscriptions:

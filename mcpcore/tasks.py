@@ -118,13 +118,12 @@ class Tasks:
     async def _create(self, tool: Tool, arguments: dict[str, Any], responses: Mapping[str, Any], context: Context) -> TaskRecord:
         now = time.time()
         await self._sweep(now)
-        stored, owned = await self.store.count(context.principal)
-        if stored >= self.max_tasks or owned >= self.max_tasks_per_principal:  # expired ones first make room
+        limit = await self._limit_reached(context.principal)
+        if limit is not None:  # expired ones first make room
             self._swept = 0.0
             await self._sweep(now)
-            stored, owned = await self.store.count(context.principal)
-        if stored >= self.max_tasks or owned >= self.max_tasks_per_principal:
-            limit = self.max_tasks if stored >= self.max_tasks else self.max_tasks_per_principal
+            limit = await self._limit_reached(context.principal)
+        if limit is not None:
             raise McpError(INVALID_REQUEST, f"Too many tasks (limit {limit}); let some finish and expire first")
         meta = {key: value for key, value in context.meta.items() if key not in (META_LOG_LEVEL, "progressToken")}
         record = TaskRecord(
@@ -144,6 +143,13 @@ class Tasks:
         await self.store.create(record)
         return record
 
+    async def _limit_reached(self, principal: str | None) -> int | None:
+        """The limit a new task of `principal` would pass (in all, or per principal), or None."""
+        stored, owned = await self.store.count(principal)
+        if stored >= self.max_tasks:
+            return self.max_tasks
+        return self.max_tasks_per_principal if owned >= self.max_tasks_per_principal else None
+
     # -- rounds ---------------------------------------------------------------
 
     async def _run(self, task_id: str) -> None:
@@ -162,7 +168,7 @@ class Tasks:
                 except BaseException:  # stopping, cancelled or expired: only a stop leaves it unsettled
                     with anyio.CancelScope(shield=True):
                         stopped = McpError(INTERNAL_ERROR, "The server stopped before the task finished")
-                        await self._persist(task_id, "settled", lambda: self._update(task_id, _settle("failed", error=stopped.to_dict())))
+                        await self._persist(task_id, "settled", lambda: self._update(task_id, _failed(stopped)))
                     raise
                 finally:
                     del self._running[task_id]
@@ -188,7 +194,7 @@ class Tasks:
         """Run the function once; the change to the record that its outcome makes."""
         tool = self.server.tools.get(record.tool)
         if tool is None:
-            return _settle("failed", error=McpError(INTERNAL_ERROR, f"The tool {record.tool!r} is no longer offered").to_dict())
+            return _failed(McpError(INTERNAL_ERROR, f"The tool {record.tool!r} is no longer offered"))
         meta = {**record.meta, "progressToken": record.task_id}
         call = Call({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": record.tool, "_meta": meta}},
                     route=tool.route, principal=record.principal)
@@ -201,13 +207,13 @@ class Tasks:
             try:
                 asked, payload = ask.result(context.client_capabilities)
             except McpError as error:
-                return _settle("failed", error=error.to_dict())
+                return _failed(error)
             return _asking(asked.get("inputRequests", {}), payload)
         except McpError as error:
-            return _settle("failed", error=error.to_dict())
+            return _failed(error)
         except Exception:
             log.exception("task %s of tool %r raised", record.task_id, record.tool)
-            return _settle("failed", error=McpError(INTERNAL_ERROR, "Internal error").to_dict())
+            return _failed(McpError(INTERNAL_ERROR, "Internal error"))
         return _settle("completed", result={"resultType": "complete", **result})
 
     async def status_message(self, task_id: str, message: str) -> None:
@@ -254,9 +260,7 @@ class Tasks:
             return
         self._swept = now
         for task_id in await self.store.expire(now):
-            scope = self._running.get(task_id)
-            if scope is not None:
-                scope.cancel()
+            self._stop_round(task_id)
             self.server.bus.publish(Change(TASK, task_id))  # elsewhere: the watcher finds no record
 
     # -- the tasks/* methods ----------------------------------------------------
@@ -288,10 +292,14 @@ class Tasks:
     async def _on_cancel(self, params: dict[str, Any], context: Context) -> dict[str, Any]:
         record = await self._owned(params, context)
         await self._update(record.task_id, _settle("cancelled", status_message="Cancelled by the client"))
-        scope = self._running.get(record.task_id)
+        self._stop_round(record.task_id)
+        return {}
+
+    def _stop_round(self, task_id: str) -> None:
+        """Cancel the task's round, if one runs in this process."""
+        scope = self._running.get(task_id)
         if scope is not None:
             scope.cancel()
-        return {}
 
 
 class _CancelWatcher:
@@ -318,9 +326,8 @@ class _CancelWatcher:
             record = await self._tasks.store.get(task_id)
         except McpError:  # the store is away: the round goes on, and the next change checks again
             return
-        scope = self._tasks._running.get(task_id)
-        if scope is not None and (record is None or record.terminal):
-            scope.cancel()
+        if record is None or record.terminal:
+            self._tasks._stop_round(task_id)
 
 
 class _StatusWriter:
@@ -344,18 +351,19 @@ class _StatusWriter:
 # -- changes to a record (pure functions of the stored record, for TaskStore.update) ----------
 
 
-def _settle(status: str, **fields: Any) -> Any:
-    """Move a task that is not finished to a terminal status (a working status message is dropped;
-    a failed task's says what failed)."""
-    error = fields.get("error")
-    message = error["message"] if error else None
-
+def _settle(status: str, status_message: str | None = None, **fields: Any) -> Any:
+    """Move a task that is not finished to a terminal status (a working status message is dropped)."""
     def change(record: TaskRecord) -> TaskRecord | None:
         if record.terminal:
             return None
-        return record.changed(time.time(), **{"status": status, "input_requests": {}, "asked": {}, "status_message": message, **fields})
+        return record.changed(time.time(), status=status, input_requests={}, asked={}, status_message=status_message, **fields)
 
     return change
+
+
+def _failed(error: McpError) -> Any:
+    """Fail a task that is not finished with a protocol error, inlined, its message the status message."""
+    return _settle("failed", status_message=error.message, error=error.to_dict())
 
 
 def _asking(requests: dict[str, dict[str, Any]], payload: dict[str, Any]) -> Any:
@@ -365,7 +373,7 @@ def _asking(requests: dict[str, dict[str, Any]], payload: dict[str, Any]) -> Any
             return None
         if not requests and record.round >= MAX_ROUNDS:  # a function that asks for nothing, forever
             stuck = McpError(INTERNAL_ERROR, f"The tool asked for no input {record.round} rounds running; it was stopped")
-            return _settle("failed", error=stuck.to_dict())(record)
+            return _failed(stuck)(record)
         used, outstanding, asked = list(record.used_keys), {}, {}
         for name, request in requests.items():
             key, n = name, 1

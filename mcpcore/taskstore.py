@@ -55,6 +55,11 @@ class TaskRecord:
     def expires_at(self) -> float | None:
         return None if self.ttl_ms is None else self.created_at + self.ttl_ms / 1000
 
+    def expired(self, now: float) -> bool:
+        """Whether its TTL has ended by `now`."""
+        expires = self.expires_at
+        return expires is not None and expires <= now
+
     def changed(self, now: float, **fields: Any) -> TaskRecord:
         """A copy with `fields` replaced and `updated_at` set to `now`."""
         return dataclasses.replace(self, updated_at=now, **fields)
@@ -67,7 +72,7 @@ class TaskRecord:
         return cls(**data)
 
 
-Change = Callable[[TaskRecord], "TaskRecord | None"]  # the new record, or None to leave it as it is
+RecordChange = Callable[[TaskRecord], "TaskRecord | None"]  # the new record, or None to leave it as it is
 
 
 class TaskStore(Protocol):
@@ -79,7 +84,7 @@ class TaskStore(Protocol):
     async def get(self, task_id: str) -> TaskRecord | None:
         """The record, or None when unknown or past its TTL."""
 
-    async def update(self, task_id: str, change: Change) -> tuple[TaskRecord, TaskRecord] | None:
+    async def update(self, task_id: str, change: RecordChange) -> tuple[TaskRecord, TaskRecord] | None:
         """Apply `change` atomically; (before, after) — equal when it changed nothing — or None when unknown."""
 
     async def delete(self, task_id: str) -> None:
@@ -112,11 +117,9 @@ class MemoryTaskStore:
 
     async def get(self, task_id: str) -> TaskRecord | None:
         record = self._records.get(task_id)
-        if record is not None and record.expires_at is not None and record.expires_at <= time.time():
-            return None  # expired, not yet swept
-        return record
+        return None if record is None or record.expired(time.time()) else record  # expired: not yet swept
 
-    async def update(self, task_id: str, change: Change) -> tuple[TaskRecord, TaskRecord] | None:
+    async def update(self, task_id: str, change: RecordChange) -> tuple[TaskRecord, TaskRecord] | None:
         before = await self.get(task_id)
         if before is None:
             return None
@@ -138,7 +141,7 @@ class MemoryTaskStore:
         while self._expiries and self._expiries[0][0] <= now:
             _, task_id = heapq.heappop(self._expiries)
             record = self._records.get(task_id)  # the entry may be stale: a TTL since changed, an id reused
-            if record is not None and record.expires_at is not None and record.expires_at <= now:
+            if record is not None and record.expired(now):
                 await self.delete(task_id)
                 gone.append(task_id)
         return gone
