@@ -34,7 +34,6 @@ from urllib.parse import urlsplit
 
 import httpload
 import procs
-import sharedstate
 import svgchart
 import wrkload
 
@@ -64,6 +63,7 @@ SDK, FASTMCP = "official SDK mcp 2.3.0", "FastMCP 4.2.3"
 STDIO_CEILING, LINE_LOOP = "bare asyncio pipe echo (ceiling)", "blocking Python line loop (reference)"
 EXAMPLE = "mcpcore echo example (sync, 4 tools)"  # the small server whose start-up and memory the targets bound
 
+SHARED_START, SHARED_END = "<!-- sharedstate: written by benchmarks/sharedstate.py -->", "<!-- /sharedstate -->"
 Run = dict[str, Any]  # one measurement: rps, p50_ms, p99_ms, errors … or {"failed": why}
 STARTED = time.monotonic()
 
@@ -326,6 +326,13 @@ def ratios(runs: Sequence[Run], reference: Sequence[Run], key: str = "rps") -> l
 
 def median(numbers: Sequence[float]) -> float | None:
     return statistics.median(numbers) if numbers else None
+
+
+def shared_section(text: str) -> str:
+    """The section of a RESULTS.md text that benchmarks/sharedstate.py wrote ("" without one), kept on a rewrite."""
+    if SHARED_START not in text or SHARED_END not in text:
+        return ""
+    return SHARED_START + text.split(SHARED_START, 1)[1].split(SHARED_END, 1)[0] + SHARED_END + "\n"
 
 
 def spread(numbers: Sequence[float], pattern: str = "{:.2f}") -> str:
@@ -654,7 +661,7 @@ def main() -> None:
     Path(args.raw).parent.mkdir(parents=True, exist_ok=True)
     Path(args.raw).write_text(json.dumps(results, indent=1))
     (output.parent / "scale.svg").write_text(chart(results["http"], args.rounds))
-    kept = sharedstate.section_of(output.read_text()) if output.exists() else ""  # its own script writes that one
+    kept = shared_section(output.read_text()) if output.exists() else ""  # benchmarks/sharedstate.py writes that one
     output.write_text(report(harness, results, "scale.svg") + ("\n" + kept if kept else ""))
     progress(f"wrote {output} and {output.parent / 'scale.svg'}")
 

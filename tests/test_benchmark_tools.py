@@ -337,4 +337,4 @@ def test_the_shared_state_report_gives_same_round_ratios_and_survives_a_rewrite_
     assert "| --workers 2, --redis | 112 | 9.0 | 0.75 (0.50–1.00) |" in text
     assert "p50 2.50 ms, p99 10.00 ms, max 10.00 ms" in text
     page = "# results\n\nsome table\n\n" + text
-    assert sharedstate.section_of(page) == text and sharedstate.section_of("# results") == ""
+    assert compare.shared_section(page) == text and compare.shared_section("# results") == ""
