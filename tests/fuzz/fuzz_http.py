@@ -232,7 +232,7 @@ class Sent:
     valid: bool = False  # a well-formed call with conforming headers: owed a result (202 for a notification)
     required: bool = True  # owed an HTTP response
     initialize: bool = False
-    peak: list[int] | None = None  # an initialize's: the most sessions the server may have held while it was out
+    window: "Window | None" = None  # an initialize's: what the server may have held while it was out
     coding: bool = False  # names a transfer coding other than chunked: RFC 9112 section 6.1 answers 501
 
 
@@ -250,8 +250,21 @@ class Session:
         return [(n, v) for n, v in self.headers if n not in ("content-type", "accept")] + [("accept", "text/event-stream")]
 
 
+class Window:
+    """What one initialize may have met while it was out: the server sees it at some moment in between."""
+
+    def __init__(self, taken: int, held: int) -> None:
+        self.most_taken = taken  # places the server may have taken, this initialize's own included
+        self.fewest_held = held  # sessions the server surely held
+
+
 class Sessions:
-    """The 2025-era sessions the server may hold, as the client can know them (for the 503 rule)."""
+    """The 2025-era sessions the server may hold, as the client can know them (for the 503 rule).
+
+    The server's count is at least `live - deleting` (a session is live here only after the
+    server minted it, and a DELETE counts from before it is sent) and at most `live + unknown
+    + opening`; each initialize out keeps the extremes of both in its `Window`.
+    """
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -259,15 +272,20 @@ class Sessions:
         self.deleting = 0  # DELETEs sent, not yet answered
         self.opening = 0  # initialize requests sent, not yet answered
         self.unknown = 0  # initialize requests whose answer was lost: the server may have opened their sessions
-        self._peaks: list[list[int]] = []  # one per initialize out: the most places taken meanwhile
+        self._windows: list[Window] = []  # one per initialize out
 
     def _taken(self) -> int:
         """Places the server may have taken: live sessions, lost answers, and initializes out (each holds one)."""
         return self.live + self.unknown + self.opening
 
+    def _held(self) -> int:
+        return self.live - self.deleting
+
     def _noted(self) -> None:
-        for peak in self._peaks:
-            peak[0] = max(peak[0], self._taken())
+        taken, held = self._taken(), self._held()
+        for window in self._windows:
+            window.most_taken = max(window.most_taken, taken)
+            window.fewest_held = min(window.fewest_held, held)
 
     def opened(self, minted: bool) -> None:
         """A session is live (or, `minted` False, may be: its answer was lost)."""
@@ -277,26 +295,34 @@ class Sessions:
             self.unknown += 1
         self._noted()
 
-    def begin(self) -> list[int]:
-        """An initialize goes out; what it may find is tracked until `end`."""
-        self.opening += 1
-        peak = [self._taken()]
-        self._peaks.append(peak)
+    def deleting_one(self, delta: int) -> None:
+        """A DELETE goes out (+1) or is answered (-1)."""
+        self.deleting += delta
         self._noted()
-        return peak
 
-    def end(self, peak: list[int]) -> None:
+    def deleted(self) -> None:
+        self.live -= 1
+        self._noted()
+
+    def begin(self) -> Window:
+        """An initialize goes out; what it may meet is tracked until `end`."""
+        self.opening += 1
+        window = Window(self._taken(), self._held())
+        self._windows.append(window)
+        return window
+
+    def end(self, window: Window) -> None:
         self.opening -= 1
-        self._peaks = [other for other in self._peaks if other is not peak]  # by identity: peaks may be equal
+        self._windows = [other for other in self._windows if other is not window]
 
-    @staticmethod
-    def may_be_full(peak: list[int], limit: int) -> bool:
+    def may_be_full(self, window: Window) -> bool:
         """Whether, at some moment while this initialize was out, the server may have held `limit`
         places besides its own (another initialize's place counts until that one is answered)."""
-        return peak[0] - 1 >= limit
+        return window.most_taken - 1 >= self.limit
 
-    def surely_full(self) -> bool:
-        return self.live - self.deleting >= self.limit
+    def surely_full(self, window: Window) -> bool:
+        """Whether the server held `limit` sessions at every moment this initialize was out."""
+        return window.fewest_held >= self.limit
 
 
 class HttpFuzz:
@@ -352,7 +378,7 @@ class HttpFuzz:
         status = reply.status
         self.report.statuses[status] += 1
         if status == 503:
-            if not (sent.initialize and sent.peak is not None and Sessions.may_be_full(sent.peak, self.sessions.limit)):
+            if not (sent.initialize and sent.window is not None and self.sessions.may_be_full(sent.window)):
                 self.violation("status", f"503 to {sent.what} with {self.sessions.live} sessions open: {clip(reply.body)}")
         elif status == 501:
             if not sent.coding:
@@ -711,15 +737,14 @@ class HttpWorker:
         if self.rng.random() < 0.3:
             headers.append(("mcp-protocol-version", self.rng.choice(gen.LEGACY_VERSIONS)))
         sessions = self.fuzz.sessions
-        full = sessions.surely_full()
         body = gen.dumps(message)
-        peak = sessions.begin()
+        window = sessions.begin()
         try:
             reply = await self._exchange(await self._link(), gen.http_request(headers, body, host=self.host),
                                          Sent(f"a valid initialize {version}", owed(body), valid=True, initialize=True,
-                                              peak=peak))
+                                              window=window))
         finally:
-            sessions.end(peak)
+            sessions.end(window)
         session_id = reply.headers.get("mcp-session-id") if reply is not None else None
         if reply is None:
             sessions.opened(minted=False)
@@ -729,21 +754,21 @@ class HttpWorker:
         sessions.opened(minted=True)  # as the header says, even if the stream was cut before the result
         if not reply.responses or "result" not in reply.responses[0]:
             return None
-        if full:
+        if sessions.surely_full(window):
             self.fuzz.violation("status", f"initialize opened a session past the limit of {sessions.limit}")
         negotiated = reply.responses[0]["result"]["protocolVersion"]
         return Session(session_id, negotiated, gen.mcp_headers(None, negotiated) + [("mcp-session-id", session_id)], asking)
 
     async def _delete(self, session: Session) -> None:
         sessions = self.fuzz.sessions
-        sessions.deleting += 1
+        sessions.deleting_one(+1)
         try:
             data = gen.http_request([("mcp-session-id", session.id)], b"", method="DELETE", host=self.host)
             reply = await self._exchange(await self._link(), data, Sent("DELETE of a session", None, method="DELETE"))
         finally:
-            sessions.deleting -= 1
+            sessions.deleting_one(-1)
         if reply is not None and reply.status == 200:
-            sessions.live -= 1
+            sessions.deleted()
         else:
             self.fuzz.violation("protocol", f"DELETE of a live session got {clip(reply)}")
 
