@@ -28,17 +28,22 @@ from pathlib import Path
 from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
-PATHS = {  # name → (transport, echo flavour or method)
-    "stdio-echo": ("stdio", "async"),
-    "stdio-sync-echo": ("stdio", "sync"),
-    "http-echo": ("http", "async"),
-    "http-sync-echo": ("http", "sync"),
-    "http-tools-list": ("http", "list"),
-    "http-echo-middleware": ("http", "middleware"),  # async echo behind one pass-through middleware
-    "http-echo-jwt": ("http", "jwt"),  # async echo with a JWT verified on every request (key set held)
-    "http-echo-asgi": ("asgi", "async"),  # async echo through the ASGI adapter under uvicorn's h11 protocol
-    "asgi-ceiling": ("asgi", "ceiling"),  # a bare ASGI app answering a fixed result there: uvicorn's own cost
-    "http-ceiling": ("ceiling", "async"),  # h11 on a bare asyncio protocol: what an HTTP request costs at least
+PIPELINED = 50  # requests per chunk on the pipelined paths
+PATHS = {  # name → (transport, echo flavour or method, requests per chunk of input)
+    "stdio-echo": ("stdio", "async", 1),
+    "stdio-echo-pipelined": ("stdio", "async", PIPELINED),  # chunks of lines, as a pipelining client sends them
+    "stdio-sync-echo": ("stdio", "sync", 1),
+    "stdio-floor": ("stdio-floor", "async", 1),  # the least an asyncio MCP server does (servers/floor_stdio.py)
+    "stdio-floor-pipelined": ("stdio-floor", "async", PIPELINED),
+    "stdio-ceiling": ("stdio-ceiling", "async", 1),  # the bare asyncio pipe echo: no parsing, no tasks
+    "http-echo": ("http", "async", 1),
+    "http-sync-echo": ("http", "sync", 1),
+    "http-tools-list": ("http", "list", 1),
+    "http-echo-middleware": ("http", "middleware", 1),  # async echo behind one pass-through middleware
+    "http-echo-jwt": ("http", "jwt", 1),  # async echo with a JWT verified on every request (key set held)
+    "http-echo-asgi": ("asgi", "async", 1),  # async echo through the ASGI adapter under uvicorn's h11 protocol
+    "asgi-ceiling": ("asgi", "ceiling", 1),  # a bare ASGI app answering a fixed result there: uvicorn's own cost
+    "http-ceiling": ("ceiling", "async", 1),  # h11 on a bare asyncio protocol: what an HTTP request costs at least
 }
 RESOURCE = "http://127.0.0.1:8000/mcp"
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
@@ -73,11 +78,11 @@ class FakeTransport(asyncio.Transport):
         return 0
 
 
-def request_body(flavour: str) -> bytes:
+def request_body(flavour: str, request_id: int = 1) -> bytes:
     if flavour == "list":
-        message = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": META}}
+        message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/list", "params": {"_meta": META}}
     else:
-        message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
                    "params": {"name": "echo", "arguments": {"text": "hello"}, "_meta": META}}
     return json.dumps(message, separators=(",", ":")).encode()
 
@@ -130,8 +135,9 @@ def under_uvicorn(server: Any, bare: bool) -> asyncio.Protocol:
     return H11Protocol(config, ServerState(), app_state={})
 
 
-async def drive(transport: str, flavour: str, count: int) -> None:
-    """Serve `count` requests one after another through the transport's protocol object."""
+async def drive(transport: str, flavour: str, count: int, batch: int) -> None:
+    """Serve `count` requests through the transport's protocol object, `batch` per chunk of input
+    (the next chunk once every answer to this one is written)."""
     os.environ["MCPCORE_BENCH_ASYNC"] = "0" if flavour == "sync" else "1"  # "ceiling": no mcpcore at all
     sys.path.insert(0, str(HERE / "servers"))
     from ceiling_http import Ceiling  # type: ignore[import-not-found]
@@ -145,11 +151,13 @@ async def drive(transport: str, flavour: str, count: int) -> None:
 
     loop = asyncio.get_running_loop()
     answered: list[asyncio.Future[None]] = []
+    owed = [0]  # answers to the current chunk not yet written
     written: list[bytes] = []
 
     def sink(data: bytes) -> None:
         written.append(data)
-        if answered and not answered[-1].done() and b'"jsonrpc"' in data:  # the body (uvicorn writes the head apart)
+        owed[0] -= data.count(b'"jsonrpc"')  # one per answer (uvicorn writes the head apart)
+        if answered and not answered[-1].done() and owed[0] <= 0:
             answered[-1].set_result(None)
 
     body = request_body(flavour)
@@ -169,20 +177,27 @@ async def drive(transport: str, flavour: str, count: int) -> None:
         connection.connection_made(FakeTransport(sink))
         feed = connection.data_received
     else:
-        from mcpcore.transports.stdio import StdioSession
+        chunk = b"".join(request_body(flavour, request_id) + b"\n" for request_id in range(1, batch + 1))
+        if transport == "stdio":
+            from mcpcore.transports.stdio import StdioSession
 
-        session = StdioSession(server, -1, -1)
-        session._output = FakeTransport(sink)  # type: ignore[assignment]
-        chunk = body + b"\n"
-        feed = session.feed
-    for _ in range(count):
+            session = StdioSession(server, -1, -1)
+            session._output = FakeTransport(sink)  # type: ignore[assignment]
+            feed = session.feed
+        else:
+            from ceiling_stdio import Echo  # type: ignore[import-not-found]
+            from floor_stdio import Floor  # type: ignore[import-not-found]
+
+            feed = (Echo if transport == "stdio-ceiling" else Floor)(FakeTransport(sink), loop.create_future()).data_received
+    for _ in range(0, count, batch):
         answered.append(loop.create_future())
+        owed[0] = batch
         feed(chunk)
         await answered[-1]
         answered.pop()
         answer = b"".join(written)
-        if b'"result":' not in answer or b'"isError":true' in answer:
-            raise SystemExit(f"instructions: the answer was not a result: {answer[:300]!r}")
+        if answer.count(b'"result":') != batch or b'"isError":true' in answer:
+            raise SystemExit(f"instructions: the answer was not {batch} result(s): {answer[:300]!r}")
         written.clear()
 
 
@@ -194,7 +209,7 @@ def runnable(python: str) -> list[str]:
         return subprocess.run([python, "-c", f"import {modules}"], capture_output=True).returncode == 0
 
     has_jwt, has_uvicorn = has("jwt, cryptography"), has("uvicorn")
-    return [path for path, (transport, flavour) in PATHS.items()
+    return [path for path, (transport, flavour, _) in PATHS.items()
             if (has_jwt or flavour != "jwt") and (has_uvicorn or transport != "asgi")]
 
 
@@ -221,8 +236,8 @@ def main() -> None:
     parser.add_argument("--inner", nargs=2, metavar=("PATH", "COUNT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.inner:
-        transport, flavour = PATHS[args.inner[0]]
-        asyncio.run(drive(transport, flavour, int(args.inner[1])))
+        transport, flavour, batch = PATHS[args.inner[0]]
+        asyncio.run(drive(transport, flavour, int(args.inner[1]), batch))
         return
     if shutil.which("valgrind") is None:
         raise SystemExit("instructions: valgrind is not installed (apt-get install -y valgrind)")

@@ -16,7 +16,7 @@ import pytest
 from conftest import request
 from mcpcore import Call, Server
 from mcpcore.session import Session
-from mcpcore.transports.calls import CallRunner, Inbound, Malformed, read_message, take_response
+from mcpcore.transports.calls import EAGER_TASKS, CallRunner, Inbound, Malformed, read_message, take_response
 from mcpcore.wire import INVALID_REQUEST, PARSE_ERROR, RESPONSE
 from memory import MemoryWriter
 
@@ -49,6 +49,10 @@ def gated_server() -> tuple[Server, Gate]:
             raise
         return key
 
+    @server.tool
+    async def instant(key: str) -> str:
+        return key  # never waits: an eager call of it ends in its first step
+
     @server.resource("demo://a")
     async def note() -> str:
         return "a"
@@ -56,8 +60,9 @@ def gated_server() -> tuple[Server, Gate]:
     return server, gate
 
 
-def submit(runner: CallRunner, server: Server, key: str, ended: list[str], request_id: Any = None) -> tuple[Call, MemoryWriter]:
-    message = request("tools/call", request_id or key, name="wait", arguments={"key": key})
+def submit(runner: CallRunner, server: Server, key: str, ended: list[str], request_id: Any = None,
+           tool: str = "wait") -> tuple[Call, MemoryWriter]:
+    message = request("tools/call", request_id or key, name=tool, arguments={"key": key})
     call = Call(message, server.route(message))
     writer = MemoryWriter("tools/call")
     runner.submit(call, writer, lambda done: ended.append(done.message["id"]))
@@ -207,3 +212,33 @@ def test_nesting_at_the_bound_is_accepted() -> None:
         deep = {"k": deep}
     verdict = read_message(orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "m", "params": {"v": deep}}))
     assert isinstance(verdict, Inbound)
+
+
+eager_start = pytest.mark.parametrize("eager", [False, pytest.param(True, marks=pytest.mark.skipif(
+    not EAGER_TASKS, reason="eager task start needs Python 3.12+"))])
+
+
+@eager_start
+async def test_held_calls_that_end_at_once_start_one_after_another(eager: bool) -> None:
+    """Thousands of held calls, each done in its first step, start in a loop, not nested in each other."""
+    server, gate = gated_server()
+    runner = CallRunner(server, max_in_flight=1, grace_period=1, eager=eager)
+    ended: list[str] = []
+    submit(runner, server, "first", ended)
+    keys = [f"k{n}" for n in range(3000)]
+    for key in keys:
+        submit(runner, server, key, ended, tool="instant")
+    await anyio.wait_all_tasks_blocked()
+    assert runner.held == len(keys) and ended == []
+    gate.open("first")
+    await anyio.wait_all_tasks_blocked()
+    assert ended == ["first", *keys] and not runner.calls
+
+
+@pytest.mark.skipif(not EAGER_TASKS, reason="eager task start needs Python 3.12+")
+async def test_an_eager_call_that_never_waits_is_answered_inside_submit() -> None:
+    server, _ = gated_server()
+    ended: list[str] = []
+    _, writer = submit(CallRunner(server, max_in_flight=4, grace_period=1, eager=True), server, "now", ended, tool="instant")
+    assert ended == ["now"] and writer.response is not None
+    assert writer.response["result"]["content"][0]["text"] == "now"

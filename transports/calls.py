@@ -9,6 +9,8 @@ runner keeps an in-flight window: up to `max_in_flight` calls run, each in a
 task of its own; later ones are held in arrival order and start as slots free (the transport
 stops reading once its limit of held calls is reached, so nothing is dropped and
 the bound is real, while cancellations and EOF behind fewer are still seen).
+With `eager` (Python 3.12+), a call's task takes its first step at once, inside
+`submit`: a call that never waits is answered without a pass of the event loop.
 Long-lived calls (open subscriptions) run outside the window, bounded by their
 own limit, so they never starve ordinary calls or a cancellation. `Call.cancel`
 is the only way a call is cancelled: a held call is then dropped unstarted. A
@@ -22,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -36,6 +39,8 @@ from mcpcore.wire import INVALID_REQUEST, MAX_NESTING, PARSE_ERROR, McpError, cl
 log = logging.getLogger(__name__)
 
 Done = Callable[[Call], None]
+
+EAGER_TASKS = sys.version_info >= (3, 12)  # asyncio.Task(..., eager_start=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,13 +100,15 @@ def cancelled_request(message: dict[str, Any]) -> Any:
 class CallRunner:
     """Runs one transport's calls within an in-flight window (see the module docstring)."""
 
-    def __init__(self, server: Server, *, max_in_flight: int, grace_period: float) -> None:
+    def __init__(self, server: Server, *, max_in_flight: int, grace_period: float, eager: bool = False) -> None:
         self.server = server
+        self.eager = eager and EAGER_TASKS
         self.max_in_flight = max_in_flight
         self.grace_period = grace_period
         self.calls: set[Call] = set()  # running or held
         self._held: collections.deque[tuple[Call, Writer, Done]] = collections.deque()
         self._counted = 0  # running calls that use the window
+        self._starting = False  # inside `_start_held`
         self._changed: anyio.Event | None = None  # while draining: set whenever a call ends
 
     @property
@@ -122,7 +129,11 @@ class CallRunner:
         counted = not call.route.long_lived  # type: ignore[union-attr]
         if counted:
             self._counted += 1
-        asyncio.get_running_loop().create_task(self._run(call, writer, done, counted))
+        coroutine = self._run(call, writer, done, counted)
+        if self.eager:
+            asyncio.Task(coroutine, loop=asyncio.get_running_loop(), eager_start=True)  # type: ignore[call-arg]
+        else:
+            asyncio.get_running_loop().create_task(coroutine)
 
     async def _run(self, call: Call, writer: Writer, done: Done, counted: bool) -> None:
         # Only a running task is handed to the call: a task cancelled before its first step
@@ -138,8 +149,8 @@ class CallRunner:
         finally:
             if counted:
                 self._counted -= 1
-            self._start_held()
             self._end(call, done)
+            self._start_held()
 
     def _end(self, call: Call, done: Done) -> None:
         self.calls.discard(call)
@@ -148,13 +159,22 @@ class CallRunner:
         done(call)
 
     def _start_held(self) -> None:
-        """A slot freed up: start held calls in order (dropping cancelled ones)."""
-        while self._held and self._counted < self.max_in_flight:
-            call, writer, done = self._held.popleft()
-            if call.cancelled:
-                self._end(call, done)
-            else:
-                self._start(call, writer, done)
+        """A slot freed up: start held calls in order (dropping cancelled ones).
+
+        An eager call that ends at once frees its slot from inside this loop: the loop
+        goes on with the next one rather than starting it a level deeper."""
+        if self._starting:
+            return
+        self._starting = True
+        try:
+            while self._held and self._counted < self.max_in_flight:
+                call, writer, done = self._held.popleft()
+                if call.cancelled:
+                    self._end(call, done)
+                else:
+                    self._start(call, writer, done)
+        finally:
+            self._starting = False
 
     def cancel_all(self) -> None:
         """Cancel every call, running or held (held ones end at once)."""

@@ -87,6 +87,7 @@ def hung_up(fd: int) -> bool:
     return any(events & select.POLLHUP for _, events in poller.poll(0))
 
 
+CORK_BYTES = 1 << 16  # gathered answers are written once they reach this size
 HANGUP_POLL_SECONDS = 0.25  # how often a paused reader looks for the client's hang-up
 
 
@@ -173,12 +174,15 @@ class StdioSession:
         self.max_line_bytes = max_line_bytes
         self.max_held = max_held  # cancellations and EOF behind fewer held requests are still read
         self.grace_period = grace_period
-        self.runner = CallRunner(server, max_in_flight=max_in_flight, grace_period=grace_period)
+        # One reader, so nothing waits behind an eager first step but the next line (ADR 39).
+        self.runner = CallRunner(server, max_in_flight=max_in_flight, grace_period=grace_period, eager=True)
         self.calls: dict[Any, Call] = {}  # by request id: running or held
         self.era: str | None = None  # fixed by the first request: "modern", or "legacy" after initialize
         self.session: Session | None = None  # the process's legacy session
         self._forwarder: asyncio.Task[None] | None = None  # list changes and updates to a legacy client
         self._parts: list[bytes] = []  # the current, still unterminated line
+        self._corked: list[bytes] | None = None  # answers gathered while a chunk of several lines is served
+        self._corked_bytes = 0
         self._size = 0
         self._discarding = False  # inside a line already rejected as oversized
         self._input: asyncio.ReadTransport | None = None
@@ -221,6 +225,7 @@ class StdioSession:
             await self.runner.drain()
             if self.session is not None:
                 self.session.close()
+            self._uncork()
             await self._flush()
         finally:
             if self._watcher is not None:
@@ -258,15 +263,47 @@ class StdioSession:
         await self._out.drain()
 
     def _write_now(self, message: bytes) -> None:
-        if not self._out.broken and self._output is not None:
+        if self._out.broken or self._output is None:
+            return
+        corked = self._corked
+        if corked is None:
             self._output.write(message + b"\n")
+            return
+        corked.append(message)
+        self._corked_bytes += len(message)
+        if self._corked_bytes >= CORK_BYTES:
+            self._write_corked()
+
+    def _write_corked(self) -> None:
+        """Write the gathered lines in one go (one system call instead of one per line)."""
+        corked = self._corked
+        if corked and not self._out.broken and self._output is not None:
+            corked.append(b"")
+            self._output.write(b"\n".join(corked))
+        if corked is not None:
+            corked.clear()
+        self._corked_bytes = 0
+
+    def _uncork(self) -> None:
+        self._write_corked()
+        self._corked = None
 
     # -- input --------------------------------------------------------
 
     def feed(self, chunk: bytes) -> None:
         """Split a chunk of input into lines and accept each complete one; read no more
-        while the answers written for them wait in a full output pipe."""
+        while the answers written for them wait in a full output pipe.
+
+        The answers to a chunk of several lines are gathered (up to `CORK_BYTES`) and written
+        together once the calls it started have taken their first step: a pipelining client
+        gets them in one write instead of one system call per answer.
+        """
+        cork = self._corked is None and chunk.count(b"\n") > 1
+        if cork:
+            self._corked = []
         self._lines(chunk)
+        if cork:
+            asyncio.get_running_loop().call_soon(self._uncork)  # queued behind the first steps of its calls
         if self._out._drained is not None and self._input is not None:
             self._input.pause_reading()
             self._watch_for_hangup()
