@@ -61,6 +61,7 @@ CEILING, SYNC, ASYNC, UVLOOP = "raw h11 + asyncio ceiling", "mcpcore (sync echo)
 ASGI_H11, ASGI_HTTPTOOLS = "mcpcore ASGI under uvicorn --http h11 (async echo)", "mcpcore ASGI under uvicorn --http httptools (async echo)"
 SDK, FASTMCP = "official SDK mcp 2.3.0", "FastMCP 4.2.3"
 STDIO_CEILING, LINE_LOOP = "bare asyncio pipe echo (ceiling)", "blocking Python line loop (reference)"
+STDIO_FLOOR = "asyncio MCP floor: parse, task, echo, dump (reference)"
 EXAMPLE = "mcpcore echo example (sync, 4 tools)"  # the small server whose start-up and memory the targets bound
 
 SHARED_START, SHARED_END = "<!-- sharedstate: written by benchmarks/sharedstate.py -->", "<!-- /sharedstate -->"
@@ -144,6 +145,7 @@ def stdio_servers(uvloop: bool) -> list[Server]:
     """The stdio servers, the bare asyncio pipe echo (the ceiling) first."""
     servers = [Server(STDIO_CEILING, "mcpcore", ("{python}", str(SERVERS / "ceiling_stdio.py"))),
                Server(LINE_LOOP, "mcpcore", ("{python}", str(SERVERS / "lineloop_stdio.py"))),
+               Server(STDIO_FLOOR, "mcpcore", ("{python}", str(SERVERS / "floor_stdio.py"))),
                mcpcore(SYNC, "mcpcore", "sync", http=False), mcpcore(ASYNC, "mcpcore", "async", http=False)]
     if uvloop:
         servers.append(mcpcore(UVLOOP, "mcpcore-uvloop", "async", http=False))
@@ -512,12 +514,16 @@ def instructions_table(figures: dict[str, int] | str | None) -> list[str]:
                         "(`benchmarks/instructions.py`, about 3 more minutes, needs valgrind)."]
     if isinstance(figures, str):
         return lines + [f"Not counted: {figures}."]
-    ceiling = figures.get("http-ceiling")
     lines += ["A machine-independent figure: each hot path driven in-process over a fake socket or pipe, "
-              "`benchmarks/instructions.py` (no client, kernel or scheduler cost).", "",
-              "| path | instructions per request | x http-ceiling |", "|---|---|---|"]
+              "`benchmarks/instructions.py` (no client, kernel or scheduler cost). An HTTP path is set against "
+              "the h11 ceiling; a stdio path against the asyncio MCP floor (`servers/floor_stdio.py`: parse, a task, "
+              "the echo, dump, nothing more) fed the same way.", "",
+              "| path | instructions per request | x reference |", "|---|---|---|"]
     for path, count in figures.items():
-        relative = f"{count / ceiling:.2f}" if ceiling and path.startswith("http") else ""
+        reference = "http-ceiling" if path.startswith("http") else "stdio-floor-pipelined" if path.endswith("pipelined") \
+            else "stdio-floor" if path.startswith("stdio") else None
+        base = figures.get(reference) if reference and reference != path else None
+        relative = f"{count / base:.2f} x {reference}" if base else ""
         lines.append(f"| {path} | {count:,} | {relative} |")
     return lines
 

@@ -174,7 +174,7 @@ class StdioSession:
         self.max_line_bytes = max_line_bytes
         self.max_held = max_held  # cancellations and EOF behind fewer held requests are still read
         self.grace_period = grace_period
-        # One reader, so nothing waits behind an eager first step but the next line (ADR 39).
+        # One reader, so nothing waits behind an eager first step but the next line (ADR 13).
         self.runner = CallRunner(server, max_in_flight=max_in_flight, grace_period=grace_period, eager=True)
         self.calls: dict[Any, Call] = {}  # by request id: running or held
         self.era: str | None = None  # fixed by the first request: "modern", or "legacy" after initialize

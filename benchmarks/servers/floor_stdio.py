@@ -3,7 +3,7 @@
 Where the ceiling (`ceiling_stdio.py`) parses nothing, this one does what no server
 can skip and nothing more: split lines, parse each with orjson, run the named async
 tool in a task of its own (so a slow call cannot hold up the next), and write the
-result as one JSON line. No validation, no limits, no cancellation, no error
+result as one JSON line (any other request gets an empty result). No validation, no limits, no cancellation, no error
 answers: a lower bound for mcpcore's stdio cost, not a server to use.
 """
 
@@ -36,8 +36,11 @@ class Floor(asyncio.Protocol):
 
     async def answer(self, message: dict) -> None:
         params = message["params"]
-        text = await TOOLS[params["name"]](**params["arguments"])
-        result = {"content": [{"type": "text", "text": text}], "resultType": "complete", "_meta": META}
+        if message["method"] == "tools/call":
+            text = await TOOLS[params["name"]](**params["arguments"])
+            result = {"content": [{"type": "text", "text": text}], "resultType": "complete", "_meta": META}
+        else:  # the harness's first request (server/discover): any complete result
+            result = {"resultType": "complete", "_meta": META}
         self.output.write(orjson.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}) + b"\n")
 
     def eof_received(self) -> None:
