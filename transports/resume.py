@@ -10,6 +10,8 @@ messages are only stored, and the client reconnects with `GET` and
 `Last-Event-ID`, gets the stored messages after that id, then the rest as they
 come, ending with the response. The store keeps the most recent
 `max_events` events of a session; an id older than that cannot be resumed (404).
+The store is the process's own: where processes share sessions, its event ids
+start with a tag of the process, and one from another process is refused (404).
 """
 
 from __future__ import annotations
@@ -98,9 +100,10 @@ class ResumableStream:
 class StreamStore:
     """The recent events of one session, and its resumable streams by id."""
 
-    def __init__(self, max_events: int = MAX_EVENTS) -> None:
+    def __init__(self, max_events: int = MAX_EVENTS, prefix: str = "") -> None:
         self._events: collections.deque[tuple[str, str, bytes]] = collections.deque(maxlen=max_events)
         self._ids = itertools.count(1)
+        self._prefix = prefix  # names the process, when several serve one session
         self.streams: dict[str, ResumableStream] = {}
 
     def open(self, sink: HttpWriter, close: Callable[[], None]) -> ResumableStream:
@@ -108,7 +111,7 @@ class StreamStore:
         for stream_id, old in list(self.streams.items()):  # ended, and nothing left to replay
             if old.final is not None and stream_id not in stored:
                 del self.streams[stream_id]
-        stream = ResumableStream(self, f"s{next(self._ids)}", sink, close)
+        stream = ResumableStream(self, f"{self._prefix}s{next(self._ids)}", sink, close)
         self.streams[stream.stream_id] = stream
         return stream
 
