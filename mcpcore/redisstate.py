@@ -28,6 +28,7 @@ every command has a timeout.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import hashlib
 import hmac
@@ -35,13 +36,15 @@ import logging
 import math
 import secrets
 import time
-from typing import TYPE_CHECKING, Any, Iterator
+import weakref
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import anyio
 import orjson
 import redis.asyncio as redis
 from redis.exceptions import RedisError, WatchError
 
+from .session import SessionChange, SessionRecord, Sessions
 from .subscriptions import Change, LocalBus, Subscriber, on_the_loop
 from .taskstore import RecordChange, TaskRecord
 from .wire import INTERNAL_ERROR, McpError
@@ -49,7 +52,7 @@ from .wire import INTERNAL_ERROR, McpError
 if TYPE_CHECKING:
     from .server import Server
 
-__all__ = ["RedisBus", "RedisState", "RedisTaskStore", "StateUnavailable"]
+__all__ = ["RedisBus", "RedisSessionStore", "RedisState", "RedisTaskStore", "StateUnavailable"]
 
 log = logging.getLogger(__name__)
 
@@ -70,14 +73,17 @@ class RedisState:
     """The shared state of the processes of one server on one Redis (see the module docstring).
 
     `prefix` namespaces every key and the channel, so servers may share a Redis;
-    `timeout` bounds every command; `max_pending` bounds the changes waiting for Redis."""
+    `timeout` bounds every command; `max_pending` bounds the changes waiting for Redis,
+    `max_relayed` the clients' responses and cancellations waiting to be relayed."""
 
-    def __init__(self, url: str, *, prefix: str = "mcpcore", timeout: float = 2.0, max_pending: int = 10_000) -> None:
+    def __init__(self, url: str, *, prefix: str = "mcpcore", timeout: float = 2.0, max_pending: int = 10_000,
+                 max_relayed: int = 1000) -> None:
         self.url = url
         self.prefix = prefix
         self.client: Any = redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
         self.bus = RedisBus(self, max_pending)
         self.tasks = RedisTaskStore(self)
+        self.sessions = RedisSessionStore(self, max_relayed)
         self._loops: list[asyncio.Task[None]] = []
         self._signing = ""  # the fingerprint of the key this process seals with
 
@@ -91,7 +97,7 @@ class RedisState:
         except (RedisError, OSError) as error:
             raise ConnectionError(f"Redis at {self.url} is unreachable: {error}") from error
         await self._check_keys(server)
-        loops = (self.bus.send, self.bus.receive, self._announce_key)
+        loops = (self.bus.send, self.bus.receive, self._announce_key, self.sessions.send, self.sessions.watch)
         self._loops = [asyncio.get_running_loop().create_task(loop()) for loop in loops]
 
     async def aclose(self) -> None:
@@ -151,6 +157,14 @@ class RedisBus:
         self._max_pending = max_pending
         self._dropped = False  # the others missed changes: tell them to resync
         self._wake = anyio.Event()
+        # What the receiver hears, by channel, and who learns that it may have missed messages.
+        self._listeners: dict[str, Callable[[bytes], None]] = {self._channel: self._heard}
+        self._missed: list[Callable[[], None]] = [self._resync_subscribers]
+
+    def listen(self, channel: str, heard: Callable[[bytes], None], missed: Callable[[], None]) -> None:
+        """Hear `channel` too (before the receiver runs); `missed` runs after each reconnection."""
+        self._listeners[channel] = heard
+        self._missed.append(missed)
 
     @property
     def pending(self) -> bool:
@@ -208,16 +222,17 @@ class RedisBus:
         while True:
             pubsub = self._state.client.pubsub()
             try:
-                await pubsub.subscribe(self._channel)
+                await pubsub.subscribe(*self._listeners)
                 if failures:
                     log.warning("reconnected to Redis after %d failed attempts: changes announced elsewhere "
                                 "meanwhile are unknown, so every open subscription here is told everything changed", failures)
-                    self._resync()
+                    for missed in self._missed:
+                        missed()
                 failures = 0
                 while True:
                     message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
                     if message is not None:
-                        self._heard(message["data"])
+                        self._listeners[message["channel"].decode()](message["data"])
             except (RedisError, OSError) as error:
                 if failures == 0:
                     log.warning("lost the Redis change channel (%s); retrying", error)
@@ -233,13 +248,13 @@ class RedisBus:
             if message["o"] == self._origin:
                 return
             if message["k"] == _EVERYTHING:
-                self._resync()
+                self._resync_subscribers()
             else:
                 self._local.deliver(Change(message["k"], message.get("u")))
         except (orjson.JSONDecodeError, KeyError, TypeError):
             log.warning("ignored a malformed message on the Redis change channel: %r", data[:200])
 
-    def _resync(self) -> None:
+    def _resync_subscribers(self) -> None:
         for subscriber in list(self._local.subscribers):
             subscriber.resync()
 
@@ -355,3 +370,165 @@ class RedisTaskStore:
                 stored, owned = await pipe.execute()
         return stored, owned
 
+
+
+# A session's hash: its fixed part as JSON, then one field per changeable fact (a change is one HSET or HDEL).
+_RECORD, _INITIALIZED, _LEVEL, _URI = "record", "initialized", "level", "uri:"
+_WATCH_SECONDS = 1.0  # how often the sessions held here are checked for an end told nowhere (an expiry)
+
+
+class RedisSessionStore:
+    """A `SessionStore` on Redis: a hash per session that Redis expires when idle, and one channel
+    that tells the other processes a change, an end, or a client's response or cancellation."""
+
+    def __init__(self, state: RedisState, max_relayed: int) -> None:
+        self._state = state
+        self._channel = state.key("sessions")
+        self._origin = secrets.token_hex(8)  # our own messages come back on the channel: ignored
+        self._registries: weakref.WeakSet[Sessions] = weakref.WeakSet()
+        self._relayed: collections.deque[bytes] = collections.deque(maxlen=max_relayed)
+        self._wake = anyio.Event()
+        self._reread = False  # the channel was lost: changes told meanwhile are unknown
+        state.bus.listen(self._channel, self._heard, self._missed)
+
+    def _key(self, session_id: str) -> str:
+        return self._state.key("session", session_id)
+
+    def _told(self, session_id: str, event: dict[str, Any]) -> bytes:
+        return orjson.dumps({"o": self._origin, "s": session_id, "e": event})
+
+    def attach(self, sessions: Sessions) -> None:
+        self._registries.add(sessions)
+
+    async def save(self, record: SessionRecord, ttl: float) -> None:
+        fixed = {"principal": record.principal, "version": record.version, "clientInfo": record.client_info,
+                 "capabilities": record.capabilities}
+        fields: dict[str, Any] = {_RECORD: orjson.dumps(fixed)}
+        if record.initialized:
+            fields[_INITIALIZED] = "1"
+        if record.log_level is not None:
+            fields[_LEVEL] = record.log_level
+        fields.update({_URI + uri: "" for uri in record.uris})
+        key = self._key(record.id)
+        with _reaching("opening the session"):
+            async with self._state.client.pipeline(transaction=True) as pipe:
+                pipe.hset(key, mapping=fields)
+                pipe.pexpire(key, _ms(ttl))
+                await pipe.execute()
+
+    async def load(self, session_id: str, ttl: float) -> SessionRecord | None:
+        key = self._key(session_id)
+        with _reaching("reading the session"):
+            async with self._state.client.pipeline(transaction=True) as pipe:
+                pipe.hgetall(key)
+                pipe.pexpire(key, _ms(ttl))
+                fields, _ = await pipe.execute()
+        return _session_record(session_id, fields)
+
+    async def change(self, session_id: str, change: SessionChange, ttl: float) -> None:
+        key = self._key(session_id)
+        with _reaching("changing the session"):
+            async with self._state.client.pipeline(transaction=True) as pipe:
+                if change.get("initialized"):
+                    pipe.hset(key, _INITIALIZED, "1")
+                if "level" in change:
+                    pipe.hset(key, _LEVEL, change["level"])
+                if "subscribe" in change:
+                    pipe.hset(key, _URI + change["subscribe"], "")
+                if "unsubscribe" in change:
+                    pipe.hdel(key, _URI + change["unsubscribe"])
+                pipe.pexpire(key, _ms(ttl))  # a change racing a DELETE leaves a hash without its record: no session
+                pipe.publish(self._channel, self._told(session_id, change))  # in order with the changes channel
+                await pipe.execute()
+
+    async def delete(self, session_id: str) -> None:
+        with _reaching("ending the session"):
+            async with self._state.client.pipeline(transaction=True) as pipe:
+                pipe.delete(self._key(session_id))
+                pipe.publish(self._channel, self._told(session_id, {"end": True}))
+                await pipe.execute()
+
+    def relay(self, session_id: str, event: dict[str, Any]) -> None:
+        if len(self._relayed) == self._relayed.maxlen:
+            log.warning("more than %d responses wait to be relayed to other processes; dropped the oldest",
+                        self._relayed.maxlen)
+        self._relayed.append(self._told(session_id, event))
+        self._wake.set()
+
+    async def send(self) -> None:
+        """Publish the relayed responses and cancellations, in order, retrying while Redis is away."""
+        failures = 0
+        while True:
+            if not self._relayed:
+                self._wake = anyio.Event()
+                await self._wake.wait()
+            try:
+                while self._relayed:
+                    await self._state.client.publish(self._channel, self._relayed[0])
+                    self._relayed.popleft()
+                failures = 0
+            except (RedisError, OSError) as error:
+                if failures == 0:
+                    log.warning("cannot relay responses through Redis (%s); %d queued, retrying", error, len(self._relayed))
+                await _back_off(failures)
+                failures += 1
+
+    def _heard(self, data: bytes) -> None:
+        try:
+            message = orjson.loads(data)
+            if message["o"] == self._origin:
+                return
+            for sessions in list(self._registries):
+                sessions.heard(message["s"], message["e"])
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+            log.warning("ignored a malformed message on the Redis sessions channel: %r", data[:200])
+
+    def _missed(self) -> None:
+        self._reread = True
+
+    async def watch(self) -> None:
+        """End the copies held here of sessions that expired (no process tells that), keep alive those
+        with a call in flight, and after a reconnection reread every copy (its changes were missed)."""
+        while True:
+            timeouts = [sessions.idle_timeout / 4 for sessions in list(self._registries)]
+            await anyio.sleep(min([_WATCH_SECONDS, *timeouts]))
+            try:
+                reread, self._reread = self._reread, False
+                for sessions in list(self._registries):
+                    await self._check(sessions, reread)
+            except (RedisError, OSError):
+                self._reread = self._reread or reread  # the bus's loops say that Redis is away; nothing ends meanwhile
+
+    async def _check(self, sessions: Sessions, reread: bool) -> None:
+        held = list(sessions) if reread else sessions.held()
+        if not held:
+            return
+        async with self._state.client.pipeline(transaction=False) as pipe:
+            for session in held:
+                (pipe.hgetall if reread else pipe.exists)(self._key(session.id))  # type: ignore[arg-type]
+            for session in held:
+                if session.calls:
+                    pipe.pexpire(self._key(session.id), _ms(sessions.idle_timeout))  # type: ignore[arg-type]
+            found = await pipe.execute()
+        for session, there in zip(held, found):
+            if reread:
+                sessions.follow(session.id, _session_record(session.id, there))  # type: ignore[arg-type]
+            elif not there:
+                sessions.follow(session.id, None)  # type: ignore[arg-type]
+
+
+def _ms(seconds: float) -> int:
+    return max(1, round(seconds * 1000))
+
+
+def _session_record(session_id: str, fields: dict[bytes, bytes]) -> SessionRecord | None:
+    """A session's hash read back (None: no session, or only what a change racing its DELETE left)."""
+    fixed = fields.get(_RECORD.encode())
+    if fixed is None:
+        return None
+    known = orjson.loads(fixed)
+    prefix = _URI.encode()
+    uris = frozenset(name[len(prefix):].decode() for name in fields if name.startswith(prefix))
+    level = fields.get(_LEVEL.encode())
+    return SessionRecord(session_id, known["principal"], known["version"], known["clientInfo"], known["capabilities"],
+                         _INITIALIZED.encode() in fields, None if level is None else level.decode(), uris)
