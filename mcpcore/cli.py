@@ -137,7 +137,7 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     http.add_argument("--max-body-bytes", type=int, help=f"largest accepted request body ({d.HTTP_MAX_BODY_BYTES // d.MIB} MiB)")
     http.add_argument("--max-connections", type=int, help=f"open connections before new ones get 503 ({d.HTTP_MAX_CONNECTIONS})")
     http.add_argument("--max-sessions", type=int, help=f"live 2025-era sessions before initialize is refused "
-                      f"({d.HTTP_MAX_SESSIONS}; 0 with --workers)")
+                      f"({d.HTTP_MAX_SESSIONS}, per process; 0 with --workers unless --redis)")
     http.add_argument("--session-idle-timeout", type=float, help="seconds a 2025-era session lives without "
                       f"a request ({d.HTTP_SESSION_IDLE_TIMEOUT:g})")
     http.add_argument("--workers", type=int, help="worker processes sharing the port (1)")
@@ -280,9 +280,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                  "tasks in one process's memory, so a task made by one worker would be unknown to the others "
                  "(run one process, or set server.tasks.configure(store=...) to a shared TaskStore)")
     if args.workers > 1:
-        # A 2025-era session lives in one process, and the kernel spreads connections over all
-        # of them: workers serve the stateless wire only.
-        worker_args = _without_option(_without_option(argv, "--workers"), "--max-sessions") + ["--max-sessions", "0"]
+        worker_args = _without_option(argv, "--workers")
+        if not args.redis_url:
+            # Without a shared store a 2025-era session lives in one process, and the kernel spreads
+            # connections over all of them: workers serve the stateless wire only.
+            worker_args = _without_option(worker_args, "--max-sessions") + ["--max-sessions", "0"]
         host, path = args.host or d.HTTP_HOST, args.path or d.HTTP_PATH
         port = d.HTTP_PORT if args.port is None else args.port  # 0: any free port
         try:
