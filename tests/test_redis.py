@@ -27,6 +27,7 @@ from http_client import HttpClient, SseStream
 from mcpcore import Context, Elicit, InputRequired, McpError, Server
 from mcpcore.testing import Client
 from task_store_contract import TaskStoreContract
+from test_interop_ts_sdk import expect_every_feature
 
 pytestmark = pytest.mark.anyio
 
@@ -521,7 +522,33 @@ class TestRedisTaskStore(TaskStoreContract):
 
 
 
-@pytest.mark.parametrize("mode", ["2026-07-28", "auto"])
+def session_keys(redis_server: RedisServer) -> list[bytes]:
+    """The 2025-era session records in the test's Redis."""
+    import redis
+
+    keys = redis.Redis.from_url(redis_server.url)
+    try:
+        return keys.keys("mcpcore:session:*")
+    finally:
+        keys.close()
+
+
+async def test_the_typescript_client_behind_a_round_robin_proxy_works_as_with_one_process(
+        redis_server: RedisServer, ts_client: list[str]) -> None:
+    from round_robin_proxy import RoundRobinProxy
+
+    with processes(redis_server, target=LEGACY_TARGET) as ports:
+        async with RoundRobinProxy(ports) as proxy:
+            with anyio.fail_after(60):
+                result = await anyio.run_process([*ts_client, "http", f"http://127.0.0.1:{proxy.port}/mcp"], cwd=ROOT,
+                                                 check=False)
+            assert result.returncode == 0, result.stderr.decode()
+            assert expect_every_feature(result.stdout)["protocolVersion"] == "2025-11-25"
+            assert set(proxy.served) == set(ports)  # both processes answered
+        assert session_keys(redis_server) == []  # the client's DELETE on close ended its session
+
+
+@pytest.mark.parametrize("mode", ["2026-07-28", "auto", "legacy"])
 async def test_the_official_python_client_behind_a_round_robin_proxy_works_as_with_one_process(
         redis_server: RedisServer, mode: str) -> None:
     mcp = pytest.importorskip("mcp", reason="the official SDK is in the test extra")
@@ -535,7 +562,7 @@ async def test_the_official_python_client_behind_a_round_robin_proxy_works_as_wi
         async with RoundRobinProxy(ports) as proxy:
             url = f"http://127.0.0.1:{proxy.port}/mcp"
             async with mcp.Client(url, mode=mode, elicitation_callback=answer, read_timeout_seconds=30) as sdk:
-                assert sdk.protocol_version == "2026-07-28"
+                assert sdk.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
                 assert {"echo", "greet", "steps"} <= {tool.name for tool in (await sdk.list_tools()).tools}
                 assert (await sdk.call_tool("echo", {"text": "hi"})).content[0].text == "hi"  # type: ignore[union-attr]
                 progress: list[float] = []
@@ -545,7 +572,8 @@ async def test_the_official_python_client_behind_a_round_robin_proxy_works_as_wi
 
                 stepped = await sdk.call_tool("steps", {}, progress_callback=on_progress)
                 assert stepped.content[0].text.startswith("done for") and progress == [1, 2, 3]  # type: ignore[union-attr]
-                # An MRTR round trip: asked by one process, answered to the other (one key ring).
+                # Asked by one process, answered to the other: an MRTR round trip (one key ring), or in the legacy
+                # mode an elicitation/create whose response is relayed to the call waiting for it.
                 assert (await sdk.call_tool("greet", {})).content[0].text == "Hello, Ada!"  # type: ignore[union-attr]
             assert set(proxy.served) == set(ports)  # both processes answered
 
