@@ -490,6 +490,32 @@ async def test_a_session_fails_clearly_while_redis_is_down_and_goes_on_after_it_
             assert echoed.status == 200 and echoed.response["result"]["content"][0]["text"] == "back"
 
 
+async def test_a_stream_resumes_on_the_process_that_stored_it_and_elsewhere_is_refused_saying_why(
+        redis_server: RedisServer) -> None:
+    with processes(redis_server, target=LEGACY_TARGET) as (a, b):
+        session_id = await open_session(b, a)
+        async with HttpClient.connect(_Port(a)) as http:  # type: ignore[arg-type]
+            polled = SseStream(http, "tools/call", legacy=True)
+            with anyio.fail_after(10):
+                await polled.open(legacy("tools/call", 5, name="polled", arguments={}, _meta={"progressToken": "t"}),
+                                  in_session(session_id))
+                assert (await polled.next())["method"] == "notifications/progress"  # type: ignore[index]
+                assert await polled.next() is None  # the handler ended the stream before its result
+        last = polled.event_ids[-1]
+        async with HttpClient.connect(_Port(b)) as http:  # type: ignore[arg-type]
+            await http.send_request("GET", "/mcp", {**in_session(session_id), "accept": "text/event-stream",
+                                                   "last-event-id": last})
+            with anyio.fail_after(10):
+                refused = await http.read_reply()
+        assert refused.status == 404 and "another process" in refused.response["error"]["message"]
+        async with HttpClient.connect(_Port(a)) as http:  # type: ignore[arg-type]
+            rest = SseStream(http, "tools/call", legacy=True)
+            with anyio.fail_after(10):
+                await rest.open_get({**in_session(session_id), "last-event-id": last})
+                assert (await rest.next())["params"]["progress"] == 2  # type: ignore[index]
+                assert (await rest.next())["result"]["content"][0]["text"] == "polled"  # type: ignore[index]
+
+
 async def test_workers_sharing_redis_open_legacy_sessions_and_serve_them_on_any_connection(redis_server: RedisServer) -> None:
     port = free_port()
     command = [*mcpcore_run(port, redis_server.url, LEGACY_TARGET), "--workers", "2"]
