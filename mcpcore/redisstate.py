@@ -44,7 +44,8 @@ import orjson
 import redis.asyncio as redis
 from redis.exceptions import RedisError, WatchError
 
-from .session import SessionChange, SessionRecord, Sessions
+from .defaults import HTTP_SESSION_EVENTS
+from .session import SessionChange, SessionRecord, Sessions, StoredEvent
 from .subscriptions import Change, LocalBus, Subscriber, on_the_loop
 from .taskstore import RecordChange, TaskRecord
 from .wire import INTERNAL_ERROR, McpError
@@ -74,16 +75,18 @@ class RedisState:
 
     `prefix` namespaces every key and the channel, so servers may share a Redis;
     `timeout` bounds every command; `max_pending` bounds the changes waiting for Redis,
-    `max_relayed` the clients' responses and cancellations waiting to be relayed."""
+    `max_relayed` the clients' responses and cancellations waiting to be relayed, `max_events`
+    (about: Redis trims whole blocks) the resumable stream events kept per session."""
 
     def __init__(self, url: str, *, prefix: str = "mcpcore", timeout: float = 2.0, max_pending: int = 10_000,
-                 max_relayed: int = 1000) -> None:
+                 max_relayed: int = 1000, max_events: int = HTTP_SESSION_EVENTS) -> None:
         self.url = url
         self.prefix = prefix
+        self.timeout = timeout
         self.client: Any = redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
         self.bus = RedisBus(self, max_pending)
         self.tasks = RedisTaskStore(self)
-        self.sessions = RedisSessionStore(self, max_relayed)
+        self.sessions = RedisSessionStore(self, max_relayed, max_events)
         self._loops: list[asyncio.Task[None]] = []
         self._signing = ""  # the fingerprint of the key this process seals with
 
@@ -378,11 +381,13 @@ _WATCH_SECONDS = 1.0  # how often the sessions held here are checked for an end 
 
 
 class RedisSessionStore:
-    """A `SessionStore` on Redis: a hash per session that Redis expires when idle, and one channel
-    that tells the other processes a change, an end, or a client's response or cancellation."""
+    """A `SessionStore` on Redis: a hash per session that Redis expires when idle, one channel that
+    tells the other processes a change, an end, or a client's response or cancellation, and a Redis
+    Stream per session of its resumable streams' events, trimmed to about `max_events`."""
 
-    def __init__(self, state: RedisState, max_relayed: int) -> None:
+    def __init__(self, state: RedisState, max_relayed: int, max_events: int) -> None:
         self._state = state
+        self._max_events = max_events
         self._channel = state.key("sessions")
         self._origin = secrets.token_hex(8)  # our own messages come back on the channel: ignored
         self._registries: weakref.WeakSet[Sessions] = weakref.WeakSet()
@@ -393,6 +398,9 @@ class RedisSessionStore:
 
     def _key(self, session_id: str) -> str:
         return self._state.key("session", session_id)
+
+    def _events_key(self, session_id: str) -> str:
+        return self._state.key("session-events", session_id)
 
     def _told(self, session_id: str, event: dict[str, Any]) -> bytes:
         return orjson.dumps({"o": self._origin, "s": session_id, "e": event})
@@ -444,9 +452,31 @@ class RedisSessionStore:
     async def delete(self, session_id: str) -> None:
         with _reaching("ending the session"):
             async with self._state.client.pipeline(transaction=True) as pipe:
-                pipe.delete(self._key(session_id))
+                pipe.delete(self._key(session_id), self._events_key(session_id))
                 pipe.publish(self._channel, self._told(session_id, {"end": True}))
                 await pipe.execute()
+
+    async def keep_event(self, session_id: str, event: StoredEvent, ttl: float) -> None:
+        key = self._events_key(session_id)
+        event_id, message, final = event
+        with _reaching("keeping the stream's event"):
+            async with self._state.client.pipeline(transaction=True) as pipe:
+                pipe.xadd(key, {"i": event_id, "m": message, "f": "1" if final else ""}, maxlen=self._max_events,
+                          approximate=True)
+                pipe.pexpire(key, _ms(ttl))
+                await pipe.execute()
+
+    async def kept_events(self, session_id: str) -> tuple[list[StoredEvent], str]:
+        with _reaching("reading the session's stream events"):
+            entries = await self._state.client.xrange(self._events_key(session_id))
+        return [_stored_event(fields) for _, fields in entries], entries[-1][0].decode() if entries else "0-0"
+
+    async def next_events(self, session_id: str, cursor: str) -> tuple[list[StoredEvent], str]:
+        block_ms = max(1, min(1000, round(self._state.timeout * 500)))  # within the command timeout
+        with _reaching("following the session's stream events"):
+            found = await self._state.client.xread({self._events_key(session_id): cursor}, count=100, block=block_ms)
+        entries = found[0][1] if found else []
+        return [_stored_event(fields) for _, fields in entries], entries[-1][0].decode() if entries else cursor
 
     def relay(self, session_id: str, event: dict[str, Any]) -> None:
         if len(self._relayed) == self._relayed.maxlen:
@@ -519,6 +549,10 @@ class RedisSessionStore:
 
 def _ms(seconds: float) -> int:
     return max(1, round(seconds * 1000))
+
+
+def _stored_event(fields: dict[bytes, bytes]) -> StoredEvent:
+    return fields[b"i"].decode(), fields[b"m"], fields[b"f"] == b"1"
 
 
 def _session_record(session_id: str, fields: dict[bytes, bytes]) -> SessionRecord | None:

@@ -37,6 +37,9 @@ _CLIENT_REQUEST_IDS = itertools.count(1)
 # Server-to-client request ids name this process: a response posted to another one is relayed here.
 _ASKED_HERE = f"mcpcore-{secrets.token_hex(4)}-"
 
+# An event of a resumable stream: its id, the message (empty for a priming event), whether it is the response.
+StoredEvent = tuple[str, bytes, bool]
+
 # A change to a session's record: {"initialized": True}, {"level": name}, {"subscribe": uri} or {"unsubscribe": uri}.
 SessionChange = dict[str, Any]
 
@@ -78,6 +81,15 @@ class SessionStore(Protocol):
 
     def attach(self, sessions: Sessions) -> None:
         """Tell `sessions` what other processes do to the sessions it holds, as long as it lives."""
+
+    async def keep_event(self, session_id: str, event: StoredEvent, ttl: float) -> None:
+        """Keep an event of a session's resumable stream for any process to replay (the oldest leave past a bound)."""
+
+    async def kept_events(self, session_id: str) -> tuple[list[StoredEvent], str]:
+        """The session's kept events, oldest first, and the cursor after the newest."""
+
+    async def next_events(self, session_id: str, cursor: str) -> tuple[list[StoredEvent], str]:
+        """The events kept after `cursor` (waiting a second at most for one), and the cursor after them."""
 
 
 class _Pending:

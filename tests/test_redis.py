@@ -74,6 +74,19 @@ def confirm(ctx: Context) -> str:
     return f"confirmed: {answer.content['ok']}"
 
 
+paced_server = Server("paced")  # a 2025-era call that ends its stream early, then waits for the test
+
+
+@paced_server.tool
+async def paced(marker: str, ctx: Context) -> str:
+    await ctx.progress(1, total=2)
+    await ctx.close_stream()
+    while not Path(marker).exists():
+        await anyio.sleep(0.02)
+    await ctx.progress(2, total=2)
+    return "paced"
+
+
 short_lived_server = Server("short-lived")  # its tasks expire half a second after creation
 short_lived_server.tasks.configure(ttl_ms=500)
 short_lived_server.add_tool(hold, task="optional")
@@ -490,30 +503,56 @@ async def test_a_session_fails_clearly_while_redis_is_down_and_goes_on_after_it_
             assert echoed.status == 200 and echoed.response["result"]["content"][0]["text"] == "back"
 
 
-async def test_a_stream_resumes_on_the_process_that_stored_it_and_elsewhere_is_refused_saying_why(
-        redis_server: RedisServer) -> None:
+@contextlib.asynccontextmanager
+async def resumed(port: int, session_id: str, last_event: str) -> AsyncIterator[SseStream]:
+    """A GET with Last-Event-ID to the process at `port`: the rest of the stream."""
+    async with HttpClient.connect(_Port(port)) as http:  # type: ignore[arg-type]
+        rest = SseStream(http, "tools/call", legacy=True)
+        with anyio.fail_after(10):
+            await rest.open_get({**in_session(session_id), "last-event-id": last_event})
+        yield rest
+
+
+async def closed_early(port: int, session_id: str, request_id: int, tool: str, **arguments: Any) -> SseStream:
+    """Call a tool whose handler ends the stream after its first progress report; the stream read so far."""
+    async with HttpClient.connect(_Port(port)) as http:  # type: ignore[arg-type]
+        stream = SseStream(http, "tools/call", legacy=True)
+        with anyio.fail_after(10):
+            await stream.open(legacy("tools/call", request_id, name=tool, arguments=arguments, _meta={"progressToken": "t"}),
+                              in_session(session_id))
+            assert (await stream.next())["method"] == "notifications/progress"  # type: ignore[index]
+            assert await stream.next() is None  # the handler ended the stream before its result
+    return stream
+
+
+async def test_a_stream_ended_early_on_one_process_resumes_on_either(redis_server: RedisServer) -> None:
     with processes(redis_server, target=LEGACY_TARGET) as (a, b):
         session_id = await open_session(b, a)
-        async with HttpClient.connect(_Port(a)) as http:  # type: ignore[arg-type]
-            polled = SseStream(http, "tools/call", legacy=True)
-            with anyio.fail_after(10):
-                await polled.open(legacy("tools/call", 5, name="polled", arguments={}, _meta={"progressToken": "t"}),
-                                  in_session(session_id))
-                assert (await polled.next())["method"] == "notifications/progress"  # type: ignore[index]
-                assert await polled.next() is None  # the handler ended the stream before its result
-        last = polled.event_ids[-1]
+        last = (await closed_early(a, session_id, 5, "polled")).event_ids[-1]
+        for port in (b, a):  # from the shared store on B, from memory on A
+            async with resumed(port, session_id, last) as rest:
+                with anyio.fail_after(10):
+                    assert (await rest.next())["params"]["progress"] == 2  # type: ignore[index]
+                    assert (await rest.next())["result"]["content"][0]["text"] == "polled"  # type: ignore[index]
+                    assert await rest.next() is None
         async with HttpClient.connect(_Port(b)) as http:  # type: ignore[arg-type]
             await http.send_request("GET", "/mcp", {**in_session(session_id), "accept": "text/event-stream",
-                                                   "last-event-id": last})
+                                                   "last-event-id": last.rpartition(".")[0] + ".99"})
             with anyio.fail_after(10):
-                refused = await http.read_reply()
-        assert refused.status == 404 and "another process" in refused.response["error"]["message"]
-        async with HttpClient.connect(_Port(a)) as http:  # type: ignore[arg-type]
-            rest = SseStream(http, "tools/call", legacy=True)
+                assert (await http.read_reply()).status == 404  # never sent
+
+
+async def test_a_stream_resumed_on_the_other_process_follows_the_call_still_running(redis_server: RedisServer,
+                                                                                    tmp_path: Path) -> None:
+    marker = tmp_path / "go-on"
+    with processes(redis_server, target="tests/test_redis.py:paced_server") as (a, b):
+        session_id = await open_session(a, b)
+        last = (await closed_early(a, session_id, 6, "paced", marker=str(marker))).event_ids[-1]
+        async with resumed(b, session_id, last) as rest:
+            marker.write_text("go on")  # only now does the call on A report again and finish
             with anyio.fail_after(10):
-                await rest.open_get({**in_session(session_id), "last-event-id": last})
                 assert (await rest.next())["params"]["progress"] == 2  # type: ignore[index]
-                assert (await rest.next())["result"]["content"][0]["text"] == "polled"  # type: ignore[index]
+                assert (await rest.next())["result"]["content"][0]["text"] == "paced"  # type: ignore[index]
 
 
 async def test_workers_sharing_redis_open_legacy_sessions_and_serve_them_on_any_connection(redis_server: RedisServer) -> None:

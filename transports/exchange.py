@@ -39,7 +39,7 @@ from mcpcore.call import Call
 from mcpcore.protocol import Route, http_status
 from mcpcore.routes import CustomRoute, HttpRequest
 from mcpcore.server import Server
-from mcpcore.session import Session, Sessions
+from mcpcore.session import Session, Sessions, SessionStore, StoredEvent
 from mcpcore.wire import INVALID_REQUEST, NOTIFICATION, REQUEST, RESPONSE, McpError, encode_error
 
 from .calls import CallRunner, Malformed, cancelled_request, read_message
@@ -55,7 +55,7 @@ from .httprules import (
     make_policy,
 )
 from .httpwriter import HttpWriter, Timer, response_head
-from .resume import StreamStore
+from .resume import StreamStore, kept_after, replay_kept
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ class Endpoint:
         shared = getattr(server.store, "sessions", None)  # a shared state may share no sessions
         self.sessions = Sessions(config.max_sessions, config.session_idle_timeout, time.monotonic, shared)
         self.stores: weakref.WeakKeyDictionary[Session, StreamStore] = weakref.WeakKeyDictionary()
-        # Shared sessions: event ids name this process, so one stored elsewhere is told apart (not resumable here).
+        # Shared sessions: event ids name this process, so two processes never mint the same one.
         self.stream_prefix = "" if shared is None else f"{secrets.token_hex(4)}-"
         auth = server.auth
         self.metadata = None if auth is None else orjson.dumps(auth.metadata())  # RFC 9728, served as is
@@ -135,7 +135,9 @@ class Endpoint:
         """The resumable streams of a 2025-11-25 session."""
         store = self.stores.get(session)
         if store is None:
-            store = self.stores[session] = StreamStore(prefix=self.stream_prefix)
+            shared = self.sessions.store
+            keep = None if shared is None else lambda event: shared.keep_event(session.id, event, session.ttl)  # type: ignore[arg-type]
+            store = self.stores[session] = StreamStore(prefix=self.stream_prefix, shared=keep)
         return store
 
     def gauges(self, connections: int) -> dict[str, tuple[str, float]]:
@@ -621,18 +623,31 @@ class Exchange:
         store = self.endpoint.stores.get(session)
         stream = store.find(last_event) if store is not None else None
         if stream is None:
-            why = f"Cannot resume after event {last_event!r}: it is unknown to this session or no longer stored"
-            if not last_event.startswith(self.endpoint.stream_prefix):
-                why = (f"Cannot resume after event {last_event!r}: another process of this server stored it, and "
-                       "resumable streams are not shared between processes; send the request again")
-            self._answer(Rejection(404, McpError(INVALID_REQUEST, why)))
-            return self._next_cycle()
+            shared = self.endpoint.sessions.store
+            if shared is None:
+                return self._unresumable(last_event)
+            # Served elsewhere (or here, and no longer in memory): from the events the shared store kept.
+            return self._sharing(shared.kept_events(session.id),  # type: ignore[arg-type]
+                                 lambda kept: self._resume_kept(shared, session, last_event, *kept))
 
         def let_go(writer: HttpWriter) -> None:
             if stream.sink is writer:
                 stream.sink = None
 
         return self._open_stream(session, lambda writer: stream.resume(last_event, writer), let_go)
+
+    def _resume_kept(self, shared: SessionStore, session: Session, last_event: str, kept: list[StoredEvent],
+                     cursor: str) -> bool:
+        backlog = kept_after(kept, last_event)
+        if backlog is None:
+            return self._unresumable(last_event)
+        return self._open_stream(session, lambda writer: replay_kept(shared, session, last_event, backlog, cursor, writer),
+                                 lambda writer: None)
+
+    def _unresumable(self, last_event: str) -> bool:
+        why = f"Cannot resume after event {last_event!r}: it is unknown to this session or no longer stored"
+        self._answer(Rejection(404, McpError(INVALID_REQUEST, why)))
+        return self._next_cycle()
 
     def _open_stream(
         self, session: Session, body: Callable[[HttpWriter], Awaitable[None]], ended: Callable[[HttpWriter], None]
