@@ -131,7 +131,8 @@ class LegacyDispatcher:
             level = params.get("level")
             if level not in LOG_LEVELS:
                 raise invalid_params(f"Unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
-            await _recorded(session.change({"level": level}))
+            if (recording := session.change({"level": level})) is not None:  # shared: recorded first
+                await recording
             return {}
         if method in ("resources/subscribe", "resources/unsubscribe"):
             uri = params.get("uri")
@@ -139,7 +140,8 @@ class LegacyDispatcher:
                 raise invalid_params(f'{method} needs a string "uri"')
             if not self.server.has_resources():
                 raise McpError(METHOD_NOT_FOUND, f"Method not found: {method!r}; this server offers no resources")
-            await _recorded(session.change({method.rpartition("/")[2]: uri}))
+            if (recording := session.change({method.rpartition("/")[2]: uri})) is not None:
+                await recording
             return {}
         handler = self.dispatcher.legacy_handler(method)
         if handler is None:
@@ -203,12 +205,6 @@ class LegacyDispatcher:
                 context.answers = read_answers(raw, payload["asked"])
                 context.state = payload["state"]
         raise McpError(INVALID_REQUEST, f"Gave up after {MAX_INPUT_ROUNDS} rounds of questions to the client")
-
-
-async def _recorded(recording: Awaitable[None] | None) -> None:
-    """Wait for a shared session's change to be recorded (an unshared one's is made at once)."""
-    if recording is not None:
-        await recording
 
 
 def _for_version(params: dict[str, Any] | None, version: str) -> dict[str, Any] | None:
