@@ -376,7 +376,7 @@ class RedisTaskStore:
 
 
 # A session's hash: its fixed part as JSON, then one field per changeable fact (a change is one HSET or HDEL).
-_RECORD, _INITIALIZED, _LEVEL, _URI = "record", "initialized", "level", "uri:"
+_RECORD, _INITIALIZED, _LEVEL, _URI, _REVISION = "record", "initialized", "level", "uri:", "revision"
 _WATCH_SECONDS = 1.0  # how often the sessions held here are checked for an end told nowhere (an expiry)
 
 
@@ -433,10 +433,11 @@ class RedisSessionStore:
                 fields, _ = await pipe.execute()
         return _session_record(session_id, fields)
 
-    async def change(self, session_id: str, change: SessionChange, ttl: float) -> None:
+    async def change(self, session_id: str, change: SessionChange, ttl: float) -> int:
         key = self._key(session_id)
         with _reaching("changing the session"):
             async with self._state.client.pipeline(transaction=True) as pipe:
+                pipe.hincrby(key, _REVISION, 1)
                 if change.get("initialized"):
                     pipe.hset(key, _INITIALIZED, "1")
                 if "level" in change:
@@ -446,8 +447,10 @@ class RedisSessionStore:
                 if "unsubscribe" in change:
                     pipe.hdel(key, _URI + change["unsubscribe"])
                 pipe.pexpire(key, _ms(ttl))  # a change racing a DELETE leaves a hash without its record: no session
-                pipe.publish(self._channel, self._told(session_id, change))  # in order with the changes channel
-                await pipe.execute()
+                revision = (await pipe.execute())[0]
+            # Told before the client hears the change took effect, in order with the changes channel.
+            await self._state.client.publish(self._channel, self._told(session_id, {"change": change, "revision": revision}))
+        return revision
 
     async def delete(self, session_id: str) -> None:
         with _reaching("ending the session"):
@@ -565,4 +568,5 @@ def _session_record(session_id: str, fields: dict[bytes, bytes]) -> SessionRecor
     uris = frozenset(name[len(prefix):].decode() for name in fields if name.startswith(prefix))
     level = fields.get(_LEVEL.encode())
     return SessionRecord(session_id, known["principal"], known["version"], known["clientInfo"], known["capabilities"],
-                         _INITIALIZED.encode() in fields, None if level is None else level.decode(), uris)
+                         _INITIALIZED.encode() in fields, None if level is None else level.decode(), uris,
+                         int(fields.get(_REVISION.encode(), 0)))

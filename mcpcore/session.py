@@ -56,6 +56,7 @@ class SessionRecord:
     initialized: bool = False
     log_level: str | None = None
     uris: frozenset[str] = frozenset()
+    revision: int = 0  # counts its changes: a copy never goes back to an older state
 
 
 class SessionStore(Protocol):
@@ -70,8 +71,8 @@ class SessionStore(Protocol):
     async def load(self, session_id: str, ttl: float) -> SessionRecord | None:
         """The record, its idle clock restarted; None once the session ended or expired."""
 
-    async def change(self, session_id: str, change: SessionChange, ttl: float) -> None:
-        """Change the record, and tell the processes holding a copy (`Sessions.heard`)."""
+    async def change(self, session_id: str, change: SessionChange, ttl: float) -> int:
+        """Change the record, and tell the processes holding a copy (`Sessions.heard`); its new revision."""
 
     async def delete(self, session_id: str) -> None:
         """End the session in every process."""
@@ -126,6 +127,7 @@ class Session:
         self.streaming = False  # its standalone stream (HTTP GET) is open
         self.calls: dict[Any, Call] = {}  # its requests in flight, by id (for notifications/cancelled)
         self.changes = Subscriber(Filter(frozenset(), frozenset()))  # list changes and subscribed URIs
+        self.revision = 0  # of the shared record this copy reflects
         self._pending: dict[str, _Pending] = {}
         self._bus: Bus | None = None
         self.last_seen = 0.0
@@ -160,11 +162,15 @@ class Session:
         return self._record_change(change)
 
     async def _record_change(self, change: SessionChange) -> None:
-        await self.store.change(self.id, change, self.ttl)  # type: ignore[union-attr, arg-type]
-        self.apply(change)
+        self.apply(change, await self.store.change(self.id, change, self.ttl))  # type: ignore[union-attr, arg-type]
 
-    def apply(self, change: SessionChange) -> None:
-        """A change made here, or told by the process that made it."""
+    def apply(self, change: SessionChange, revision: int | None = None) -> None:
+        """A change made here, or told by the process that made it (`revision`: the record's after it;
+        a copy that already reflects it, having read the record since, is left as it is)."""
+        if revision is not None:
+            if revision <= self.revision:
+                return
+            self.revision = revision
         if change.get("initialized"):
             self.initialized = self.negotiated
         if "level" in change:
@@ -189,7 +195,11 @@ class Session:
                              self.initialized, self.log_level, self.changes.filter.uris)
 
     def follow(self, record: SessionRecord) -> None:
-        """Take the record's changeable state (another process may have changed it)."""
+        """Take the record's changeable state (another process may have changed it), unless it is older
+        than what this copy reflects (read before a change told since)."""
+        if record.revision < self.revision:
+            return
+        self.revision = record.revision
         self.initialized, self.log_level = record.initialized, record.log_level
         self.changes.filter = Filter(self.changes.filter.kinds, record.uris)
 
@@ -404,5 +414,5 @@ class Sessions:
             call = session.calls.get(event["cancel"])
             if call is not None:
                 call.cancel()
-        else:
-            session.apply(event)
+        elif "change" in event:
+            session.apply(event["change"], event["revision"])

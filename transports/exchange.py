@@ -329,7 +329,7 @@ class Exchange:
         if session_id and self.endpoint.sessions.store is not None and not self._synced:
             inbound = read_message(self._body)  # shared: a legacy message or response reads its record first
             if not isinstance(inbound, Malformed) and (inbound.kind == RESPONSE or is_legacy(inbound.message, self._headers)):
-                return self._sync(session_id, self._serve, inbound.message.get("id"))
+                return self._sync(session_id, self._serve, inbound.message["id"] if inbound.kind == REQUEST else None)
         session = self.endpoint.sessions.get(session_id) if session_id else None
         inbound = check_body(self._body, session if session is not None and session.principal == self._principal else None)
         self._body = bytearray()
