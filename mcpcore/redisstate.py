@@ -1,10 +1,12 @@
-"""State several mcpcore processes share on one Redis: the change bus, the task store, the key check.
+"""State several mcpcore processes share on one Redis: the change bus, the task store, 2025-era
+sessions, the key check.
 
 `Server(store=RedisState("redis://host:6379/0"))` (or `mcpcore run --redis URL`, or
-`MCPCORE_REDIS_URL`) gives the server a `RedisBus` and a `RedisTaskStore`, so any
-process behind a load balancer can answer any modern request: a change announced
-in one process reaches the `subscriptions/listen` streams of all of them, and a
-task created in one is polled, answered and cancelled in any other. Needs the
+`MCPCORE_REDIS_URL`) gives the server a `RedisBus`, a `RedisTaskStore` and a
+`RedisSessionStore`, so any process behind a load balancer can answer any request:
+a change announced in one process reaches the `subscriptions/listen` streams of all
+of them, a task created in one is polled, answered and cancelled in any other, and
+a 2025-era session opened in one is served by all. Needs the
 `redis` package (`pip install 'mcpcore[redis]'`), imported only here.
 
 Theory of operation. `RedisState` is entered with the server's lifespan: it
@@ -20,7 +22,11 @@ it follows may have changed (clients re-read), and a sender that had to drop
 changes asks every process to do the same. The task store keeps each record as
 JSON under a key that Redis expires at the task's TTL, changes it with optimistic
 transactions (WATCH/MULTI), and counts tasks with two sorted sets scored by expiry
-(and a hash of owners, so that an expired task leaves both).
+(and a hash of owners, so that an expired task leaves both). The session store keeps
+a hash per session (expired by Redis when idle), tells changes, ends and relayed
+client responses on a second channel the bus's receiver also hears, keeps the
+events of resumable streams in a Redis Stream per session, and watches the copies
+this process holds for an expiry nobody tells.
 A Redis error in a request is `StateUnavailable` (-32603 saying so), never a hang:
 every command has a timeout.
 """
