@@ -122,8 +122,9 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                         f"(stdio {d.STDIO_MAX_IN_FLIGHT}, http {d.HTTP_MAX_IN_FLIGHT})")
     runner.add_argument("--grace-period", type=float, help="seconds in-flight calls get to finish at shutdown "
                         f"(stdio {d.STDIO_GRACE_PERIOD:g}, http {d.HTTP_GRACE_PERIOD:g})")
-    runner.add_argument("--redis", dest="redis_url", metavar="URL", help="share subscriptions' changes and tasks with "
-                        "the other processes using this Redis, e.g. redis://127.0.0.1:6379/0 (needs mcpcore[redis])")
+    runner.add_argument("--redis", dest="redis_url", metavar="URL", help="share subscriptions' changes, tasks and "
+                        "2025-era sessions with the other processes using this Redis, e.g. redis://127.0.0.1:6379/0 "
+                        "(needs mcpcore[redis])")
     stdio = runner.add_argument_group("stdio")
     stdio.add_argument("--max-line-bytes", type=int, help=f"largest accepted message line ({d.STDIO_MAX_LINE_BYTES // d.MIB} MiB)")
     http = runner.add_argument_group("http")
