@@ -130,7 +130,8 @@ class Server:
 
     def use_store(self, store: SharedState) -> None:
         """Share state with other processes through `store` (before serving): its bus carries changes,
-        its task store keeps tasks (`mcpcore run --redis URL` does this with a `RedisState`)."""
+        its task store keeps tasks, its session store 2025-era HTTP sessions (`mcpcore run --redis URL`
+        does this with a `RedisState`)."""
         if self.lifespan.entered:
             raise RuntimeError("use_store() comes before the server serves")
         self.store = store
