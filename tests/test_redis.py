@@ -489,6 +489,9 @@ async def test_a_session_fails_clearly_while_redis_is_down_and_goes_on_after_it_
             refused = await call(port, session_id, 1, "echo", text="down")
             error = refused.response["error"]
             assert refused.status == 500 and error["code"] == -32603 and "Redis" in error["message"]
+        opening = await post(b, legacy("initialize", 0, protocolVersion="2025-11-25", capabilities={}))
+        assert opening.status == 500 and "Redis" in opening.response["error"]["message"]
+        assert "mcp-session-id" not in opening.headers  # a session Redis does not hold is never minted
         async with HttpClient.connect(_Port(a)) as http:  # type: ignore[arg-type]
             with anyio.fail_after(10):
                 modern = await http.post(request("tools/call", 2, name="echo", arguments={"text": "modern"}))
