@@ -122,8 +122,9 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                         f"(stdio {d.STDIO_MAX_IN_FLIGHT}, http {d.HTTP_MAX_IN_FLIGHT})")
     runner.add_argument("--grace-period", type=float, help="seconds in-flight calls get to finish at shutdown "
                         f"(stdio {d.STDIO_GRACE_PERIOD:g}, http {d.HTTP_GRACE_PERIOD:g})")
-    runner.add_argument("--redis", dest="redis_url", metavar="URL", help="share subscriptions' changes and tasks with "
-                        "the other processes using this Redis, e.g. redis://127.0.0.1:6379/0 (needs mcpcore[redis])")
+    runner.add_argument("--redis", dest="redis_url", metavar="URL", help="share subscriptions' changes, tasks and "
+                        "2025-era sessions with the other processes using this Redis, e.g. redis://127.0.0.1:6379/0 "
+                        "(needs mcpcore[redis])")
     stdio = runner.add_argument_group("stdio")
     stdio.add_argument("--max-line-bytes", type=int, help=f"largest accepted message line ({d.STDIO_MAX_LINE_BYTES // d.MIB} MiB)")
     http = runner.add_argument_group("http")
@@ -137,7 +138,7 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     http.add_argument("--max-body-bytes", type=int, help=f"largest accepted request body ({d.HTTP_MAX_BODY_BYTES // d.MIB} MiB)")
     http.add_argument("--max-connections", type=int, help=f"open connections before new ones get 503 ({d.HTTP_MAX_CONNECTIONS})")
     http.add_argument("--max-sessions", type=int, help=f"live 2025-era sessions before initialize is refused "
-                      f"({d.HTTP_MAX_SESSIONS}; 0 with --workers)")
+                      f"({d.HTTP_MAX_SESSIONS}, per process; 0 with --workers unless --redis)")
     http.add_argument("--session-idle-timeout", type=float, help="seconds a 2025-era session lives without "
                       f"a request ({d.HTTP_SESSION_IDLE_TIMEOUT:g})")
     http.add_argument("--workers", type=int, help="worker processes sharing the port (1)")
@@ -280,9 +281,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                  "tasks in one process's memory, so a task made by one worker would be unknown to the others "
                  "(run one process, or set server.tasks.configure(store=...) to a shared TaskStore)")
     if args.workers > 1:
-        # A 2025-era session lives in one process, and the kernel spreads connections over all
-        # of them: workers serve the stateless wire only.
-        worker_args = _without_option(_without_option(argv, "--workers"), "--max-sessions") + ["--max-sessions", "0"]
+        worker_args = _without_option(argv, "--workers")
+        if not args.redis_url:
+            # Without a shared store a 2025-era session lives in one process, and the kernel spreads
+            # connections over all of them: workers serve the stateless wire only.
+            worker_args = _without_option(worker_args, "--max-sessions") + ["--max-sessions", "0"]
         host, path = args.host or d.HTTP_HOST, args.path or d.HTTP_PATH
         port = d.HTTP_PORT if args.port is None else args.port  # 0: any free port
         try:

@@ -11,13 +11,17 @@ structured output or output schemas before 2025-06-18, `-32002` for an unknown
 resource. A handler's `InputRequired` becomes real server-to-client requests
 on the call's stream; the answers re-enter the handler with its state in the
 clear. `Context` reads the session where the modern wire reads `_meta`.
+A shared session (`Session.store`) records what `initialize`,
+`notifications/initialized`, `logging/setLevel` and `resources/subscribe` or
+`unsubscribe` change before the client hears of it, so its next request may go
+to another process; `mirror` is a process's copy of a session opened elsewhere.
 """
 
 from __future__ import annotations
 
 import logging
 import secrets
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Awaitable
 
 import orjson
 
@@ -25,7 +29,7 @@ from .call import Call, Writer
 from .context import LOG_LEVELS, Context
 from .inputs import InputRequired, read_answers
 from .protocol import INPUT_METHODS, Route
-from .session import Session
+from .session import Session, SessionRecord, Sessions
 from .subscriptions import PROMPTS, RESOURCES, TOOLS
 from .wire import (
     INVALID_REQUEST,
@@ -78,13 +82,27 @@ class LegacyDispatcher:
         self.dispatcher = dispatcher
         self.server = dispatcher.server
 
-    def notified(self, session: Session, message: dict[str, Any]) -> None:
-        """A notification from a legacy client (cancellation is the transport's: it knows the calls)."""
+    def notified(self, session: Session, message: dict[str, Any]) -> Awaitable[None] | None:
+        """A notification from a legacy client (cancellation is the transport's: it knows the calls);
+        for a shared session, what records its change (to await before the 202)."""
         method = message["method"]
         if method == "notifications/initialized":
-            session.initialized = session.negotiated
-        elif method not in ("notifications/cancelled", "notifications/roots/list_changed", "notifications/progress"):
+            return session.change({"initialized": True}) if session.negotiated else None
+        if method not in ("notifications/cancelled", "notifications/roots/list_changed", "notifications/progress"):
             log.debug("ignored a %s notification from a legacy client", method)
+        return None
+
+    def mirror(self, record: SessionRecord, sessions: Sessions) -> Session:
+        """This process's copy of a session another process opened (from its shared record)."""
+        session = Session(record.id, record.principal, store=sessions.store, ttl=sessions.idle_timeout)
+        session.open(record.version, {"clientInfo": record.client_info, "capabilities": record.capabilities},
+                     self._offered(), self.server.bus)
+        session.follow(record)
+        return session
+
+    def _offered(self) -> dict[str, bool]:
+        server = self.server
+        return {TOOLS: server.has_tools(), PROMPTS: server.has_prompts(), RESOURCES: server.has_resources()}
 
     async def dispatch(self, call: Call, writer: Writer) -> bytes:
         """The serialized result of a session's request (McpError for an error response)."""
@@ -96,7 +114,10 @@ class LegacyDispatcher:
         method = call.message["method"]
         params = request_params(call.message)
         if method == "initialize":
-            return self._initialize(session, params)
+            result = self._initialize(session, params)
+            if session.store is not None:
+                await session.share()  # before the reply names the session: its next request may go elsewhere
+            return result
         if not session.negotiated:
             raise McpError(INVALID_REQUEST, f"{method} before initialize: open the session with initialize first")
         if method == "ping":
@@ -110,7 +131,8 @@ class LegacyDispatcher:
             level = params.get("level")
             if level not in LOG_LEVELS:
                 raise invalid_params(f"Unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
-            session.log_level = level
+            if (recording := session.change({"level": level})) is not None:  # shared: recorded first
+                await recording
             return {}
         if method in ("resources/subscribe", "resources/unsubscribe"):
             uri = params.get("uri")
@@ -118,7 +140,8 @@ class LegacyDispatcher:
                 raise invalid_params(f'{method} needs a string "uri"')
             if not self.server.has_resources():
                 raise McpError(METHOD_NOT_FOUND, f"Method not found: {method!r}; this server offers no resources")
-            session.subscribe(uri, follow=method == "resources/subscribe")
+            if (recording := session.change({method.rpartition("/")[2]: uri})) is not None:
+                await recording
             return {}
         handler = self.dispatcher.legacy_handler(method)
         if handler is None:
@@ -149,8 +172,7 @@ class LegacyDispatcher:
             raise invalid_params('initialize "capabilities" must be an object')
         server = self.server
         version = negotiate(requested)
-        offered = {TOOLS: server.has_tools(), PROMPTS: server.has_prompts(), RESOURCES: server.has_resources()}
-        session.open(version, params, offered, server.bus)
+        session.open(version, params, self._offered(), server.bus)
         result: dict[str, Any] = {
             "protocolVersion": version,
             "capabilities": server.capabilities(extensions=False),

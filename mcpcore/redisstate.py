@@ -1,10 +1,12 @@
-"""State several mcpcore processes share on one Redis: the change bus, the task store, the key check.
+"""State several mcpcore processes share on one Redis: the change bus, the task store, 2025-era
+sessions, the key check.
 
 `Server(store=RedisState("redis://host:6379/0"))` (or `mcpcore run --redis URL`, or
-`MCPCORE_REDIS_URL`) gives the server a `RedisBus` and a `RedisTaskStore`, so any
-process behind a load balancer can answer any modern request: a change announced
-in one process reaches the `subscriptions/listen` streams of all of them, and a
-task created in one is polled, answered and cancelled in any other. Needs the
+`MCPCORE_REDIS_URL`) gives the server a `RedisBus`, a `RedisTaskStore` and a
+`RedisSessionStore`, so any process behind a load balancer can answer any request:
+a change announced in one process reaches the `subscriptions/listen` streams of all
+of them, a task created in one is polled, answered and cancelled in any other, and
+a 2025-era session opened in one is served by all. Needs the
 `redis` package (`pip install 'mcpcore[redis]'`), imported only here.
 
 Theory of operation. `RedisState` is entered with the server's lifespan: it
@@ -20,7 +22,11 @@ it follows may have changed (clients re-read), and a sender that had to drop
 changes asks every process to do the same. The task store keeps each record as
 JSON under a key that Redis expires at the task's TTL, changes it with optimistic
 transactions (WATCH/MULTI), and counts tasks with two sorted sets scored by expiry
-(and a hash of owners, so that an expired task leaves both).
+(and a hash of owners, so that an expired task leaves both). The session store keeps
+a hash per session (expired by Redis when idle), tells changes, ends and relayed
+client responses on a second channel the bus's receiver also hears, keeps the
+events of resumable streams in a Redis Stream per session, and watches the copies
+this process holds for an expiry nobody tells.
 A Redis error in a request is `StateUnavailable` (-32603 saying so), never a hang:
 every command has a timeout.
 """
@@ -28,6 +34,7 @@ every command has a timeout.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import hashlib
 import hmac
@@ -35,13 +42,16 @@ import logging
 import math
 import secrets
 import time
-from typing import TYPE_CHECKING, Any, Iterator
+import weakref
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import anyio
 import orjson
 import redis.asyncio as redis
 from redis.exceptions import RedisError, WatchError
 
+from .defaults import HTTP_SESSION_EVENTS
+from .session import SessionChange, SessionRecord, Sessions, StoredEvent
 from .subscriptions import Change, LocalBus, Subscriber, on_the_loop
 from .taskstore import RecordChange, TaskRecord
 from .wire import INTERNAL_ERROR, McpError
@@ -49,7 +59,7 @@ from .wire import INTERNAL_ERROR, McpError
 if TYPE_CHECKING:
     from .server import Server
 
-__all__ = ["RedisBus", "RedisState", "RedisTaskStore", "StateUnavailable"]
+__all__ = ["RedisBus", "RedisSessionStore", "RedisState", "RedisTaskStore", "StateUnavailable"]
 
 log = logging.getLogger(__name__)
 
@@ -70,14 +80,19 @@ class RedisState:
     """The shared state of the processes of one server on one Redis (see the module docstring).
 
     `prefix` namespaces every key and the channel, so servers may share a Redis;
-    `timeout` bounds every command; `max_pending` bounds the changes waiting for Redis."""
+    `timeout` bounds every command; `max_pending` bounds the changes waiting for Redis,
+    `max_relayed` the clients' responses and cancellations waiting to be relayed, `max_events`
+    (about: Redis trims whole blocks) the resumable stream events kept per session."""
 
-    def __init__(self, url: str, *, prefix: str = "mcpcore", timeout: float = 2.0, max_pending: int = 10_000) -> None:
+    def __init__(self, url: str, *, prefix: str = "mcpcore", timeout: float = 2.0, max_pending: int = 10_000,
+                 max_relayed: int = 1000, max_events: int = HTTP_SESSION_EVENTS) -> None:
         self.url = url
         self.prefix = prefix
+        self.timeout = timeout
         self.client: Any = redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
         self.bus = RedisBus(self, max_pending)
         self.tasks = RedisTaskStore(self)
+        self.sessions = RedisSessionStore(self, max_relayed, max_events)
         self._loops: list[asyncio.Task[None]] = []
         self._signing = ""  # the fingerprint of the key this process seals with
 
@@ -91,7 +106,7 @@ class RedisState:
         except (RedisError, OSError) as error:
             raise ConnectionError(f"Redis at {self.url} is unreachable: {error}") from error
         await self._check_keys(server)
-        loops = (self.bus.send, self.bus.receive, self._announce_key)
+        loops = (self.bus.send, self.bus.receive, self._announce_key, self.sessions.send, self.sessions.watch)
         self._loops = [asyncio.get_running_loop().create_task(loop()) for loop in loops]
 
     async def aclose(self) -> None:
@@ -151,6 +166,14 @@ class RedisBus:
         self._max_pending = max_pending
         self._dropped = False  # the others missed changes: tell them to resync
         self._wake = anyio.Event()
+        # What the receiver hears, by channel, and who learns that it may have missed messages.
+        self._listeners: dict[str, Callable[[bytes], None]] = {self._channel: self._heard}
+        self._missed: list[Callable[[], None]] = [self._resync_subscribers]
+
+    def listen(self, channel: str, heard: Callable[[bytes], None], missed: Callable[[], None]) -> None:
+        """Hear `channel` too (before the receiver runs); `missed` runs after each reconnection."""
+        self._listeners[channel] = heard
+        self._missed.append(missed)
 
     @property
     def pending(self) -> bool:
@@ -208,16 +231,17 @@ class RedisBus:
         while True:
             pubsub = self._state.client.pubsub()
             try:
-                await pubsub.subscribe(self._channel)
+                await pubsub.subscribe(*self._listeners)
                 if failures:
                     log.warning("reconnected to Redis after %d failed attempts: changes announced elsewhere "
                                 "meanwhile are unknown, so every open subscription here is told everything changed", failures)
-                    self._resync()
+                    for missed in self._missed:
+                        missed()
                 failures = 0
                 while True:
                     message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
                     if message is not None:
-                        self._heard(message["data"])
+                        self._listeners[message["channel"].decode()](message["data"])
             except (RedisError, OSError) as error:
                 if failures == 0:
                     log.warning("lost the Redis change channel (%s); retrying", error)
@@ -233,13 +257,13 @@ class RedisBus:
             if message["o"] == self._origin:
                 return
             if message["k"] == _EVERYTHING:
-                self._resync()
+                self._resync_subscribers()
             else:
                 self._local.deliver(Change(message["k"], message.get("u")))
         except (orjson.JSONDecodeError, KeyError, TypeError):
             log.warning("ignored a malformed message on the Redis change channel: %r", data[:200])
 
-    def _resync(self) -> None:
+    def _resync_subscribers(self) -> None:
         for subscriber in list(self._local.subscribers):
             subscriber.resync()
 
@@ -355,3 +379,200 @@ class RedisTaskStore:
                 stored, owned = await pipe.execute()
         return stored, owned
 
+
+
+# A session's hash: its fixed part as JSON, then one field per changeable fact (a change is one HSET or HDEL).
+_RECORD, _INITIALIZED, _LEVEL, _URI, _REVISION = "record", "initialized", "level", "uri:", "revision"
+_WATCH_SECONDS = 1.0  # how often the sessions held here are checked for an end told nowhere (an expiry)
+
+
+class RedisSessionStore:
+    """A `SessionStore` on Redis: a hash per session that Redis expires when idle, one channel that
+    tells the other processes a change, an end, or a client's response or cancellation, and a Redis
+    Stream per session of its resumable streams' events, trimmed to about `max_events`."""
+
+    def __init__(self, state: RedisState, max_relayed: int, max_events: int) -> None:
+        self._state = state
+        self._max_events = max_events
+        self._channel = state.key("sessions")
+        self._origin = secrets.token_hex(8)  # our own messages come back on the channel: ignored
+        self._registries: weakref.WeakSet[Sessions] = weakref.WeakSet()
+        self._relayed: collections.deque[bytes] = collections.deque(maxlen=max_relayed)
+        self._wake = anyio.Event()
+        self._reread = False  # the channel was lost: changes told meanwhile are unknown
+        state.bus.listen(self._channel, self._heard, self._missed)
+
+    def _key(self, session_id: str) -> str:
+        return self._state.key("session", session_id)
+
+    def _events_key(self, session_id: str) -> str:
+        return self._state.key("session-events", session_id)
+
+    def _told(self, session_id: str, event: dict[str, Any]) -> bytes:
+        return orjson.dumps({"o": self._origin, "s": session_id, "e": event})
+
+    def attach(self, sessions: Sessions) -> None:
+        self._registries.add(sessions)
+
+    async def save(self, record: SessionRecord, ttl: float) -> None:
+        fixed = {"principal": record.principal, "version": record.version, "clientInfo": record.client_info,
+                 "capabilities": record.capabilities}
+        fields: dict[str, Any] = {_RECORD: orjson.dumps(fixed)}
+        if record.initialized:
+            fields[_INITIALIZED] = "1"
+        if record.log_level is not None:
+            fields[_LEVEL] = record.log_level
+        fields.update({_URI + uri: "" for uri in record.uris})
+        key = self._key(record.id)
+        with _reaching("opening the session"):
+            async with self._state.client.pipeline(transaction=True) as pipe:
+                pipe.hset(key, mapping=fields)
+                pipe.pexpire(key, _ms(ttl))
+                await pipe.execute()
+
+    async def load(self, session_id: str, ttl: float) -> SessionRecord | None:
+        key = self._key(session_id)
+        with _reaching("reading the session"):
+            async with self._state.client.pipeline(transaction=True) as pipe:
+                pipe.hgetall(key)
+                pipe.pexpire(key, _ms(ttl))
+                fields, _ = await pipe.execute()
+        return _session_record(session_id, fields)
+
+    async def change(self, session_id: str, change: SessionChange, ttl: float) -> int:
+        key = self._key(session_id)
+        with _reaching("changing the session"):
+            async with self._state.client.pipeline(transaction=True) as pipe:
+                pipe.hincrby(key, _REVISION, 1)
+                if change.get("initialized"):
+                    pipe.hset(key, _INITIALIZED, "1")
+                if "level" in change:
+                    pipe.hset(key, _LEVEL, change["level"])
+                if "subscribe" in change:
+                    pipe.hset(key, _URI + change["subscribe"], "")
+                if "unsubscribe" in change:
+                    pipe.hdel(key, _URI + change["unsubscribe"])
+                pipe.pexpire(key, _ms(ttl))  # a change racing a DELETE leaves a hash without its record: no session
+                revision = (await pipe.execute())[0]
+            # Told before the client hears the change took effect, in order with the changes channel.
+            await self._state.client.publish(self._channel, self._told(session_id, {"change": change, "revision": revision}))
+        return revision
+
+    async def delete(self, session_id: str) -> None:
+        with _reaching("ending the session"):
+            async with self._state.client.pipeline(transaction=True) as pipe:
+                pipe.delete(self._key(session_id), self._events_key(session_id))
+                pipe.publish(self._channel, self._told(session_id, {"end": True}))
+                await pipe.execute()
+
+    async def keep_event(self, session_id: str, event: StoredEvent, ttl: float) -> None:
+        key = self._events_key(session_id)
+        event_id, message, final = event
+        with _reaching("keeping the stream's event"):
+            async with self._state.client.pipeline(transaction=True) as pipe:
+                pipe.xadd(key, {"i": event_id, "m": message, "f": "1" if final else ""}, maxlen=self._max_events,
+                          approximate=True)
+                pipe.pexpire(key, _ms(ttl))
+                await pipe.execute()
+
+    async def kept_events(self, session_id: str) -> tuple[list[StoredEvent], str]:
+        with _reaching("reading the session's stream events"):
+            entries = await self._state.client.xrange(self._events_key(session_id))
+        return [_stored_event(fields) for _, fields in entries], entries[-1][0].decode() if entries else "0-0"
+
+    async def next_events(self, session_id: str, cursor: str) -> tuple[list[StoredEvent], str]:
+        block_ms = max(1, min(1000, round(self._state.timeout * 500)))  # within the command timeout
+        with _reaching("following the session's stream events"):
+            found = await self._state.client.xread({self._events_key(session_id): cursor}, count=100, block=block_ms)
+        entries = found[0][1] if found else []
+        return [_stored_event(fields) for _, fields in entries], entries[-1][0].decode() if entries else cursor
+
+    def relay(self, session_id: str, event: dict[str, Any]) -> None:
+        if len(self._relayed) == self._relayed.maxlen:
+            log.warning("more than %d responses wait to be relayed to other processes; dropped the oldest",
+                        self._relayed.maxlen)
+        self._relayed.append(self._told(session_id, event))
+        self._wake.set()
+
+    async def send(self) -> None:
+        """Publish the relayed responses and cancellations, in order, retrying while Redis is away."""
+        failures = 0
+        while True:
+            if not self._relayed:
+                self._wake = anyio.Event()
+                await self._wake.wait()
+            try:
+                while self._relayed:
+                    await self._state.client.publish(self._channel, self._relayed[0])
+                    self._relayed.popleft()
+                failures = 0
+            except (RedisError, OSError) as error:
+                if failures == 0:
+                    log.warning("cannot relay responses through Redis (%s); %d queued, retrying", error, len(self._relayed))
+                await _back_off(failures)
+                failures += 1
+
+    def _heard(self, data: bytes) -> None:
+        try:
+            message = orjson.loads(data)
+            if message["o"] == self._origin:
+                return
+            for sessions in list(self._registries):
+                sessions.heard(message["s"], message["e"])
+        except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+            log.warning("ignored a malformed message on the Redis sessions channel: %r", data[:200])
+
+    def _missed(self) -> None:
+        self._reread = True
+
+    async def watch(self) -> None:
+        """End the copies held here of sessions that expired (no process tells that), keep alive those
+        with a call in flight, and after a reconnection reread every copy (its changes were missed)."""
+        while True:
+            timeouts = [sessions.idle_timeout / 4 for sessions in list(self._registries)]
+            await anyio.sleep(min([_WATCH_SECONDS, *timeouts]))
+            try:
+                reread, self._reread = self._reread, False
+                for sessions in list(self._registries):
+                    await self._check(sessions, reread)
+            except (RedisError, OSError):
+                self._reread = self._reread or reread  # the bus's loops say that Redis is away; nothing ends meanwhile
+
+    async def _check(self, sessions: Sessions, reread: bool) -> None:
+        held = list(sessions) if reread else sessions.held()
+        if not held:
+            return
+        async with self._state.client.pipeline(transaction=False) as pipe:
+            for session in held:
+                (pipe.hgetall if reread else pipe.exists)(self._key(session.id))  # type: ignore[arg-type]
+            for session in held:
+                if session.calls:
+                    pipe.pexpire(self._key(session.id), _ms(sessions.idle_timeout))  # type: ignore[arg-type]
+            found = await pipe.execute()
+        for session, there in zip(held, found):
+            if reread:
+                sessions.follow(session.id, _session_record(session.id, there))  # type: ignore[arg-type]
+            elif not there:
+                sessions.follow(session.id, None)  # type: ignore[arg-type]
+
+
+def _ms(seconds: float) -> int:
+    return max(1, round(seconds * 1000))
+
+
+def _stored_event(fields: dict[bytes, bytes]) -> StoredEvent:
+    return fields[b"i"].decode(), fields[b"m"], fields[b"f"] == b"1"
+
+
+def _session_record(session_id: str, fields: dict[bytes, bytes]) -> SessionRecord | None:
+    """A session's hash read back (None: no session, or only what a change racing its DELETE left)."""
+    fixed = fields.get(_RECORD.encode())
+    if fixed is None:
+        return None
+    known = orjson.loads(fixed)
+    prefix = _URI.encode()
+    uris = frozenset(name[len(prefix):].decode() for name in fields if name.startswith(prefix))
+    level = fields.get(_LEVEL.encode())
+    return SessionRecord(session_id, known["principal"], known["version"], known["clientInfo"], known["capabilities"],
+                         _INITIALIZED.encode() in fields, None if level is None else level.decode(), uris,
+                         int(fields.get(_REVISION.encode(), 0)))

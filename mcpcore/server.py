@@ -31,6 +31,7 @@ from .wire import META_SERVER_INFO
 
 if TYPE_CHECKING:  # imported only where used: a server without them does not load them
     from .auth import Auth
+    from .session import SessionStore
     from .taskstore import TaskStore
     from .metrics import Metrics
     from .middleware import Middleware
@@ -43,6 +44,7 @@ class SharedState(Protocol):
 
     bus: Bus  # changes, to the subscriptions of every process
     tasks: TaskStore  # tasks, reachable from every process
+    sessions: SessionStore | None  # 2025-era HTTP sessions, served by every process (None: each process its own)
 
     async def start(self, server: Server) -> None:
         """Connect and check (the lifespan's first step); raise when it cannot serve."""
@@ -128,7 +130,8 @@ class Server:
 
     def use_store(self, store: SharedState) -> None:
         """Share state with other processes through `store` (before serving): its bus carries changes,
-        its task store keeps tasks (`mcpcore run --redis URL` does this with a `RedisState`)."""
+        its task store keeps tasks, its session store 2025-era HTTP sessions (`mcpcore run --redis URL`
+        does this with a `RedisState`)."""
         if self.lifespan.entered:
             raise RuntimeError("use_store() comes before the server serves")
         self.store = store

@@ -9,13 +9,22 @@ subscription). Server-to-client requests (`elicitation/create`,
 `sampling/createMessage`, `roots/list`) go out through the writer of the call
 that asks, and the client's responses come back through `deliver`.
 `Sessions` is the HTTP transport's bounded registry with idle expiry.
+
+When several processes share sessions (`SessionStore`, `redisstate.py`), the
+store's `SessionRecord` is the truth and each process's `Sessions` holds
+copies: opened there, or adopted when a request for the session arrived.
+A shared session records each change (`Session.change`) before the client
+hears it took effect, and a client's response or cancellation for a call
+running in another process is relayed there (the request ids of
+server-to-client requests name the process that asked).
 """
 
 from __future__ import annotations
 
 import itertools
 import secrets
-from typing import Any, Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Iterator, Protocol
 
 import anyio
 import orjson
@@ -25,6 +34,63 @@ from .subscriptions import METHODS, PROMPTS, RESOURCES, TOOLS, Bus, Filter, Subs
 from .wire import INVALID_REQUEST, McpError, encode_notification, is_request_id
 
 _CLIENT_REQUEST_IDS = itertools.count(1)
+# Server-to-client request ids name this process: a response posted to another one is relayed here.
+_ASKED_HERE = f"mcpcore-{secrets.token_hex(4)}-"
+
+# An event of a resumable stream: its id, the message (empty for a priming event), whether it is the response.
+StoredEvent = tuple[str, bytes, bool]
+
+# A change to a session's record: {"initialized": True}, {"level": name}, {"subscribe": uri} or {"unsubscribe": uri}.
+SessionChange = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """What processes sharing sessions keep of one: enough for any of them to serve it."""
+
+    id: str
+    principal: str | None
+    version: str
+    client_info: dict[str, Any]
+    capabilities: dict[str, Any]
+    initialized: bool = False
+    log_level: str | None = None
+    uris: frozenset[str] = frozenset()
+    revision: int = 0  # counts its changes: a copy never goes back to an older state
+
+
+class SessionStore(Protocol):
+    """2025-era session records shared by several processes (`SharedState.sessions`; `redisstate.py`).
+
+    Without one (one process), a `Sessions` registry is the whole truth and nothing
+    waits on a store; with one, every request of a session reads its record first."""
+
+    async def save(self, record: SessionRecord, ttl: float) -> None:
+        """Store a new session's record, to expire after `ttl` seconds without use."""
+
+    async def load(self, session_id: str, ttl: float) -> SessionRecord | None:
+        """The record, its idle clock restarted; None once the session ended or expired."""
+
+    async def change(self, session_id: str, change: SessionChange, ttl: float) -> int:
+        """Change the record, and tell the processes holding a copy (`Sessions.heard`); its new revision."""
+
+    async def delete(self, session_id: str) -> None:
+        """End the session in every process."""
+
+    def relay(self, session_id: str, event: dict[str, Any]) -> None:
+        """Pass `{"answer": response}` or `{"cancel": request_id}` to the other processes (bounded, in order)."""
+
+    def attach(self, sessions: Sessions) -> None:
+        """Tell `sessions` what other processes do to the sessions it holds, as long as it lives."""
+
+    async def keep_event(self, session_id: str, event: StoredEvent, ttl: float) -> None:
+        """Keep an event of a session's resumable stream for any process to replay (the oldest leave past a bound)."""
+
+    async def kept_events(self, session_id: str) -> tuple[list[StoredEvent], str]:
+        """The session's kept events, oldest first, and the cursor after the newest."""
+
+    async def next_events(self, session_id: str, cursor: str) -> tuple[list[StoredEvent], str]:
+        """The events kept after `cursor` (waiting a second at most for one), and the cursor after them."""
 
 
 class _Pending:
@@ -42,10 +108,13 @@ class Session:
 
     def __init__(
         self, session_id: str | None = None, principal: str | None = None,
-        outbox: Callable[[bytes], Awaitable[None]] | None = None,
+        outbox: Callable[[bytes], Awaitable[None]] | None = None, store: SessionStore | None = None,
+        ttl: float = 0.0,
     ) -> None:
         self.id = session_id
         self.principal = principal
+        self.store = store  # shared with other processes: its record lives there, expiring after `ttl` idle seconds
+        self.ttl = ttl
         # Where the session's own messages go (a cancelled call's writer sends nothing more);
         # None: the asking call's writer.
         self.outbox = outbox
@@ -58,6 +127,7 @@ class Session:
         self.streaming = False  # its standalone stream (HTTP GET) is open
         self.calls: dict[Any, Call] = {}  # its requests in flight, by id (for notifications/cancelled)
         self.changes = Subscriber(Filter(frozenset(), frozenset()))  # list changes and subscribed URIs
+        self.revision = 0  # of the shared record this copy reflects
         self._pending: dict[str, _Pending] = {}
         self._bus: Bus | None = None
         self.last_seen = 0.0
@@ -82,6 +152,65 @@ class Session:
         uris = self.changes.filter.uris | {uri} if follow else self.changes.filter.uris - {uri}
         self.changes.filter = Filter(self.changes.filter.kinds, frozenset(uris))
 
+    # -- the shared record ----------------------------------------------------
+
+    def change(self, change: SessionChange) -> Awaitable[None] | None:
+        """Make a change; for a shared session, the awaitable that records it first (None: done)."""
+        if self.store is None:
+            self.apply(change)
+            return None
+        return self._record_change(change)
+
+    async def _record_change(self, change: SessionChange) -> None:
+        self.apply(change, await self.store.change(self.id, change, self.ttl))  # type: ignore[union-attr, arg-type]
+
+    def apply(self, change: SessionChange, revision: int | None = None) -> None:
+        """A change made here, or told by the process that made it (`revision`: the record's after it;
+        a copy that already reflects it, having read the record since, is left as it is)."""
+        if revision is not None:
+            if revision <= self.revision:
+                return
+            self.revision = revision
+        if change.get("initialized"):
+            self.initialized = self.negotiated
+        if "level" in change:
+            self.log_level = change["level"]
+        for key, follow in (("subscribe", True), ("unsubscribe", False)):
+            if key in change:
+                self.subscribe(change[key], follow)
+
+    async def share(self) -> None:
+        """Store the record of a session that just negotiated; if the store fails, nothing was negotiated."""
+        try:
+            await self.store.save(self.record(), self.ttl)  # type: ignore[union-attr]
+        except BaseException:
+            self.version = None  # a failed initialize mints no session
+            if self._bus is not None:
+                self._bus.detach(self.changes)
+            raise
+
+    def record(self) -> SessionRecord:
+        assert self.id is not None and self.version is not None
+        return SessionRecord(self.id, self.principal, self.version, self.client_info, self.capabilities,
+                             self.initialized, self.log_level, self.changes.filter.uris)
+
+    def follow(self, record: SessionRecord) -> None:
+        """Take the record's changeable state (another process may have changed it), unless it is older
+        than what this copy reflects (read before a change told since)."""
+        if record.revision < self.revision:
+            return
+        self.revision = record.revision
+        self.initialized, self.log_level = record.initialized, record.log_level
+        self.changes.filter = Filter(self.changes.filter.kinds, record.uris)
+
+    def cancel(self, request_id: Any) -> None:
+        """`notifications/cancelled` for a request of this session, running here or (shared) elsewhere."""
+        call = self.calls.get(request_id)
+        if call is not None:
+            call.cancel()
+        elif self.store is not None and request_id is not None:
+            self.store.relay(self.id, {"cancel": request_id})  # type: ignore[arg-type]
+
     def close(self) -> None:
         """The session ended: cancel its calls, wake whoever waits on it."""
         self.closed = True
@@ -103,7 +232,7 @@ class Session:
 
     async def request(self, method: str, params: dict[str, Any] | None, writer: Writer, timeout: float) -> dict[str, Any]:
         """Send a request to the client on `writer` and wait for its result (McpError for an error)."""
-        request_id = f"mcpcore-{next(_CLIENT_REQUEST_IDS)}"
+        request_id = f"{_ASKED_HERE}{next(_CLIENT_REQUEST_IDS)}"
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
             message["params"] = params
@@ -133,7 +262,19 @@ class Session:
         return result if isinstance(result, dict) else {}
 
     def deliver(self, response: dict[str, Any]) -> bool:
-        """A response from the client: True when a request of ours was waiting for it."""
+        """A response from the client: True when a request of ours was waiting for it (or, for a
+        shared session, when another process asked it: relayed there)."""
+        if self.take(response):
+            return True
+        request_id = response.get("id")
+        asked_elsewhere = isinstance(request_id, str) and request_id.startswith("mcpcore-") and not request_id.startswith(_ASKED_HERE)
+        if self.store is None or not asked_elsewhere:
+            return False
+        self.store.relay(self.id, {"answer": response})  # type: ignore[arg-type]
+        return True
+
+    def take(self, response: dict[str, Any]) -> bool:
+        """A response for a request this process asked: True when it was waiting for it."""
         request_id = response.get("id")
         pending = self._pending.get(request_id) if is_request_id(request_id) else None
         if pending is None or pending.done.is_set():
@@ -154,20 +295,31 @@ def new_session_id() -> str:
 
 
 class Sessions:
-    """The live sessions of one HTTP endpoint: bounded in number, expired when idle."""
+    """The live sessions of one HTTP endpoint: bounded in number, expired when idle.
 
-    def __init__(self, limit: int, idle_timeout: float, clock: Callable[[], float]) -> None:
+    With a `store`, these are copies of shared records: one idle here is forgotten here
+    (unless its standalone stream is open here), and the store says when one ended."""
+
+    def __init__(self, limit: int, idle_timeout: float, clock: Callable[[], float],
+                 store: SessionStore | None = None) -> None:
         self.limit = limit
         self.idle_timeout = idle_timeout
         self.clock = clock
+        self.store = store
         self._live: dict[str, Session] = {}
         self._reserved = 0  # places held for sessions being initialized
+        if store is not None:
+            store.attach(self)
 
     def __len__(self) -> int:
         return len(self._live)
 
     def __iter__(self) -> Iterator[Session]:
         return iter(list(self._live.values()))
+
+    def new(self, principal: str | None) -> Session:
+        """A session for an `initialize` to open (shared when the registry has a store)."""
+        return Session(new_session_id(), principal, store=self.store, ttl=self.idle_timeout)
 
     def reserve(self) -> None:
         """Hold a place for a session being initialized (-32600 when every place is taken).
@@ -176,8 +328,9 @@ class Sessions:
         cannot overshoot it; `add` or `release` gives the place back.
         """
         if self.limit == 0:
-            raise McpError(INVALID_REQUEST, "This server opens no 2025-era sessions (max_sessions=0; with --workers, "
-                           "because a session would live in one worker): use protocol 2026-07-28, or run one worker")
+            raise McpError(INVALID_REQUEST, "This server opens no 2025-era sessions (max_sessions=0; with --workers "
+                           "and no --redis, because a session would live in one worker): use protocol 2026-07-28, "
+                           "run one worker, or share sessions with --redis")
         self.expire()
         if len(self._live) + self._reserved >= self.limit:
             raise McpError(INVALID_REQUEST, f"Too many open sessions (limit {self.limit}); retry later or end one with DELETE")
@@ -191,6 +344,11 @@ class Sessions:
         """Register a session that just negotiated, in the place `reserve` held for it."""
         assert session.id is not None and self._reserved > 0
         self._reserved -= 1
+        self.adopt(session)
+
+    def adopt(self, session: Session) -> None:
+        """Hold a copy of a session another process opened (never refused: the session exists)."""
+        assert session.id is not None
         session.last_seen = self.clock()
         self._live[session.id] = session
 
@@ -198,11 +356,16 @@ class Sessions:
         """The live session with this id (its idle clock restarts), or None."""
         session = self._live.get(session_id)
         if session is not None:
-            if self.clock() - session.last_seen > self.idle_timeout and not session.calls:
+            if self._idle(session, self.clock()):
                 self.end(session)
                 return None
             session.last_seen = self.clock()
         return session
+
+    def _idle(self, session: Session, now: float) -> bool:
+        """Past its idle time with no call in flight (a shared one's open stream keeps its copy here)."""
+        return now - session.last_seen > self.idle_timeout and not session.calls and not (
+            self.store is not None and session.streaming)
 
     def end(self, session: Session) -> None:
         if session.id is not None and self._live.get(session.id) is session:
@@ -213,9 +376,43 @@ class Sessions:
         """End the sessions idle for longer than `idle_timeout` (none with a call in flight)."""
         now = self.clock()
         for session in list(self._live.values()):
-            if now - session.last_seen > self.idle_timeout and not session.calls:
+            if self._idle(session, now):
                 self.end(session)
 
     def end_all(self) -> None:
         for session in list(self._live.values()):
             self.end(session)
+
+    # -- what other processes did (with a store) --------------------------------
+
+    def follow(self, session_id: str, record: SessionRecord | None) -> Session | None:
+        """Bring the copy held here in line with the shared record (ended when it is gone); None: none held."""
+        session = self._live.get(session_id)
+        if session is not None:
+            if record is None:
+                self.end(session)
+                return None
+            session.follow(record)
+            session.last_seen = self.clock()
+        return session
+
+    def held(self) -> list[Session]:
+        """The copies whose end the store must watch: a call in flight or the standalone stream open."""
+        return [session for session in self._live.values() if session.calls or session.streaming]
+
+    def heard(self, session_id: str, event: dict[str, Any]) -> None:
+        """Another process ended a session, changed its record, or relayed a response or cancellation."""
+        session = self._live.get(session_id)
+        if session is None:
+            return
+        if event.get("end"):
+            self.end(session)
+        elif "answer" in event:
+            if isinstance(event["answer"], dict):
+                session.take(event["answer"])
+        elif "cancel" in event:
+            call = session.calls.get(event["cancel"])
+            if call is not None:
+                call.cancel()
+        elif "change" in event:
+            session.apply(event["change"], event["revision"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -76,3 +78,14 @@ def legacy(method: str, request_id: Any = 1, **params: Any) -> dict[str, Any]:
     if params:
         message["params"] = params
     return message
+
+
+@pytest.fixture(scope="session")
+def ts_client() -> list[str]:
+    """The command running tests/interop/ts_client.mjs (the TypeScript SDK v1 client), installed on first use."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    assert node and npm, "the TypeScript interop tests need Node.js and npm on PATH"
+    interop = ROOT / "tests" / "interop"
+    if not (interop / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json").exists():
+        subprocess.run([npm, "install", "--no-audit", "--no-fund", "--silent"], cwd=interop, check=True, timeout=300)
+    return [node, str(interop / "ts_client.mjs")]

@@ -5,14 +5,13 @@ and Unicode text, a resource, a prompt, progress, an elicitation answered by its
 request handler) over stdio (it spawns `mcpcore run`) and over HTTP (a real
 server on 127.0.0.1). The client speaks the initialize handshake only, so this
 is the 2025-11-25 era. Its npm package is installed into `tests/interop/` with
-the machine's Node on first use.
+the machine's Node on first use (the `ts_client` fixture, in conftest.py: tests/test_redis.py
+drives it through a round-robin proxy too).
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import sys
 
 import anyio
@@ -23,16 +22,6 @@ from http_client import running
 from servers import legacy_server
 
 pytestmark = pytest.mark.anyio
-INTEROP = ROOT / "tests" / "interop"
-
-
-@pytest.fixture(scope="module")
-def ts_client() -> list[str]:
-    node, npm = shutil.which("node"), shutil.which("npm")
-    assert node and npm, "the TypeScript interop tests need Node.js and npm on PATH"
-    if not (INTEROP / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json").exists():
-        subprocess.run([npm, "install", "--no-audit", "--no-fund", "--silent"], cwd=INTEROP, check=True, timeout=300)
-    return [node, str(INTEROP / "ts_client.mjs")]
 
 
 def expect_every_feature(output: bytes) -> dict:

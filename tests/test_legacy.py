@@ -73,3 +73,28 @@ def test_a_session_delivers_only_responses_it_waits_for() -> None:
     session = Session("s")
     assert session.deliver({"jsonrpc": "2.0", "id": "mcpcore-1", "result": {}}) is False
     assert session.deliver({"jsonrpc": "2.0", "id": [1], "result": {}}) is False
+
+
+def test_a_shared_sessions_copy_never_goes_back_to_an_older_state_of_its_record() -> None:
+    from mcpcore.session import SessionRecord
+
+    copy = Session("s")
+    copy.version = "2025-11-25"
+    copy.apply({"subscribe": "demo://a"}, revision=2)  # told by the process that made it
+    copy.follow(SessionRecord("s", None, "2025-11-25", {}, {}, revision=1))  # a read that left Redis before it
+    assert copy.changes.filter.uris == {"demo://a"} and copy.revision == 2
+    copy.apply({"unsubscribe": "demo://a"}, revision=2)  # the same revision again: already reflected
+    assert copy.changes.filter.uris == {"demo://a"}
+    copy.follow(SessionRecord("s", None, "2025-11-25", {}, {}, True, "debug", frozenset({"demo://b"}), revision=3))
+    assert (copy.initialized, copy.log_level, copy.changes.filter.uris, copy.revision) == (True, "debug", {"demo://b"}, 3)
+
+
+def test_kept_events_resume_only_from_an_event_whose_successors_are_all_kept() -> None:
+    from mcpcore.transports.resume import kept_after
+
+    kept = [("t-s1.2", b"a", False), ("t-s2.1", b"", False), ("t-s1.3", b"b", False), ("t-s1.4", b"r", True)]
+    assert kept_after(kept, "t-s1.1") == [("t-s1.2", b"a", False), ("t-s1.3", b"b", False), ("t-s1.4", b"r", True)]
+    assert kept_after(kept, "t-s1.3") == [("t-s1.4", b"r", True)]
+    assert kept_after(kept, "t-s1.4") == []  # after the response: nothing more
+    assert kept_after(kept[2:], "t-s1.1") is None  # t-s1.2 left the store
+    assert kept_after(kept, "t-s1.9") is None and kept_after(kept, "u-s1.2") is None  # never sent here, or anywhere

@@ -1,4 +1,5 @@
-"""Several processes sharing state on a real `redis-server` (`--redis URL`): the change bus, tasks, faults.
+"""Several processes sharing state on a real `redis-server` (`--redis URL`): the change bus, tasks,
+2025-era sessions, faults.
 
 Each test starts its own `redis-server` on a loopback port (skipped without one, unless
 `MCPCORE_TEST_REDIS=required`, as in CI) and `mcpcore run` processes of `shared_server` below,
@@ -21,11 +22,12 @@ from typing import Any, AsyncIterator, Iterator
 import anyio
 import pytest
 
-from conftest import ROOT, free_port, request
+from conftest import ROOT, free_port, legacy, request
 from http_client import HttpClient, SseStream
 from mcpcore import Context, Elicit, InputRequired, McpError, Server
 from mcpcore.testing import Client
 from task_store_contract import TaskStoreContract
+from test_interop_ts_sdk import expect_every_feature
 
 pytestmark = pytest.mark.anyio
 
@@ -72,6 +74,19 @@ def confirm(ctx: Context) -> str:
     return f"confirmed: {answer.content['ok']}"
 
 
+paced_server = Server("paced")  # a 2025-era call that ends its stream early, then waits for the test
+
+
+@paced_server.tool
+async def paced(marker: str, ctx: Context) -> str:
+    await ctx.progress(1, total=2)
+    await ctx.close_stream()
+    while not Path(marker).exists():
+        await anyio.sleep(0.02)
+    await ctx.progress(2, total=2)
+    return "paced"
+
+
 short_lived_server = Server("short-lived")  # its tasks expire half a second after creation
 short_lived_server.tasks.configure(ttl_ms=500)
 short_lived_server.add_tool(hold, task="optional")
@@ -79,17 +94,21 @@ short_lived_server.add_tool(nap, task="optional")
 
 
 class RedisServer:
-    """A `redis-server` of this test, on a loopback port, without persistence."""
+    """A `redis-server` of this test, on a loopback port, without persistence (unless `persist` names
+    a folder: then it logs every write there and a restart keeps the data, as a production Redis does)."""
 
     def __init__(self, executable: str) -> None:
         self.executable = executable
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.process: subprocess.Popen[bytes] | None = None
+        self.persist: Path | None = None
 
     def start(self) -> None:
-        self.process = subprocess.Popen([self.executable, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                         "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        durability = ["--save", "", "--appendonly", "no"] if self.persist is None else [
+            "--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.persist)]
+        self.process = subprocess.Popen([self.executable, "--port", str(self.port), "--bind", "127.0.0.1", *durability],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_until_accepting(self.port)
 
     def stop(self) -> None:
@@ -125,9 +144,10 @@ def redis_server() -> Iterator[RedisServer]:
         server.stop()
 
 
-def mcpcore_run(port: int, redis_url: str, target: str = "tests/test_redis.py:shared_server") -> list[str]:
+def mcpcore_run(port: int, redis_url: str, target: str = "tests/test_redis.py:shared_server",
+                extra: tuple[str, ...] = ()) -> list[str]:
     return [sys.executable, "-m", "mcpcore", "run", target, "--transport", "http", "--port", str(port),
-            "--redis", redis_url, "--log-level", "info"]
+            "--redis", redis_url, "--log-level", "info", *extra]
 
 
 def environment(keys: str | None = KEYS) -> dict[str, str]:
@@ -138,10 +158,11 @@ def environment(keys: str | None = KEYS) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def processes(redis: RedisServer, count: int = 2, target: str = "tests/test_redis.py:shared_server") -> Iterator[list[int]]:
+def processes(redis: RedisServer, count: int = 2, target: str = "tests/test_redis.py:shared_server",
+              extra: tuple[str, ...] = ()) -> Iterator[list[int]]:
     """`count` mcpcore processes of `target` sharing `redis`, each on a port of its own; their ports."""
     ports = [free_port() for _ in range(count)]
-    started = [subprocess.Popen(mcpcore_run(port, redis.url, target), cwd=ROOT, env=environment(),
+    started = [subprocess.Popen(mcpcore_run(port, redis.url, target, extra), cwd=ROOT, env=environment(),
                                 stderr=subprocess.DEVNULL) for port in ports]
     try:
         for port in ports:
@@ -319,6 +340,243 @@ def test_a_process_whose_keys_cannot_open_the_others_state_is_refused(redis_serv
     assert done.returncode == 1 and "a key this process does not hold" in done.stderr.splitlines()[-1]
 
 
+# -- 2025-era sessions shared by two processes (tests/servers/legacy_server.py) ---------------------------
+
+LEGACY_TARGET = "tests/servers/legacy_server.py"
+LEGACY_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
+def in_session(session_id: str) -> dict[str, str]:
+    return {**LEGACY_HEADERS, "mcp-session-id": session_id, "mcp-protocol-version": "2025-11-25"}
+
+
+async def post(port: int, message: dict[str, Any], session_id: str | None = None) -> Any:
+    """One legacy POST to the process at `port`, on a connection of its own; the reply."""
+    async with HttpClient.connect(_Port(port)) as http:  # type: ignore[arg-type]
+        with anyio.fail_after(10):
+            return await http.post(message, in_session(session_id) if session_id else LEGACY_HEADERS, legacy=True)
+
+
+async def call(port: int, session_id: str, request_id: int, tool: str, **arguments: Any) -> Any:
+    return await post(port, legacy("tools/call", request_id, name=tool, arguments=arguments), session_id)
+
+
+async def open_session(opens: int, confirms: int, capabilities: dict[str, Any] | None = None) -> str:
+    """initialize on one process, notifications/initialized on the other; the session's id."""
+    reply = await post(opens, legacy("initialize", 0, protocolVersion="2025-11-25", capabilities=capabilities or {},
+                                     clientInfo={"name": "alternating", "version": "1"}))
+    assert reply.status == 200, reply.body
+    session_id = reply.headers["mcp-session-id"]
+    accepted = await post(confirms, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session_id)
+    assert accepted.status == 202, accepted.body
+    return session_id
+
+
+@contextlib.asynccontextmanager
+async def standalone_stream(port: int, session_id: str) -> AsyncIterator[SseStream]:
+    """The session's GET stream, held by the process at `port`."""
+    async with HttpClient.connect(_Port(port)) as http:  # type: ignore[arg-type]
+        stream = SseStream(http, legacy=True)
+        with anyio.fail_after(10):
+            await stream.open_get(in_session(session_id))
+        yield stream
+
+
+async def test_a_legacy_session_opened_on_one_process_is_served_alternately_by_both(redis_server: RedisServer) -> None:
+    with processes(redis_server, target=LEGACY_TARGET) as (a, b):
+        session_id = await open_session(a, b)
+        for request_id, port in enumerate((b, a, b, a), start=1):
+            echoed = await call(port, session_id, request_id, "echo", text=f"via {port}")
+            assert echoed.status == 200 and echoed.response["result"]["content"][0]["text"] == f"via {port}"
+            assert echoed.headers["mcp-session-id"] == session_id
+        quiet = await call(a, session_id, 10, "steps")
+        assert [m for m in quiet.messages if m.get("method") == "notifications/message"] == []  # no level set yet
+        assert (await post(b, legacy("logging/setLevel", 11, level="info"), session_id)).response["result"] == {}
+        logged = await call(a, session_id, 12, "steps")
+        assert [m["params"]["data"] for m in logged.messages if m.get("method") == "notifications/message"] == [
+            "step 1", "step 2", "step 3"]
+        assert logged.messages[-1]["result"]["content"][0]["text"] == "done for alternating on 2025-11-25"
+
+
+async def test_a_subscription_made_through_one_process_feeds_the_stream_held_by_the_other(redis_server: RedisServer) -> None:
+    with processes(redis_server, target=LEGACY_TARGET) as (a, b):
+        session_id = await open_session(a, b)
+        async with standalone_stream(a, session_id) as stream:
+            assert (await post(b, legacy("resources/subscribe", 1, uri="demo://note"), session_id)).status == 200
+            await call(b, session_id, 2, "touch", uri="demo://note")
+            heard = await next_notification(stream)
+            assert heard["method"] == "notifications/resources/updated" and heard["params"]["uri"] == "demo://note"
+            assert (await post(a, legacy("resources/unsubscribe", 3, uri="demo://note"), session_id)).status == 200
+            await call(b, session_id, 4, "touch", uri="demo://note")
+            await call(b, session_id, 5, "add_tool", name="fresh")  # the next thing the stream hears
+            assert (await next_notification(stream))["method"] == "notifications/tools/list_changed"
+
+
+async def test_an_elicitation_asked_on_one_process_is_answered_through_the_other(redis_server: RedisServer) -> None:
+    with processes(redis_server, target=LEGACY_TARGET) as (a, b):
+        session_id = await open_session(b, a, {"elicitation": {}})
+        async with HttpClient.connect(_Port(a)) as http:  # type: ignore[arg-type]
+            stream = SseStream(http, "tools/call", legacy=True)
+            with anyio.fail_after(10):
+                await stream.open(legacy("tools/call", 7, name="greet", arguments={}), in_session(session_id))
+                asked = await stream.next()
+            assert asked is not None and asked["method"] == "elicitation/create"
+            answer = {"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"name": "Ada"}}}
+            assert (await post(b, answer, session_id)).status == 202
+            with anyio.fail_after(10):
+                final = await stream.next()
+            assert final is not None and final["id"] == 7 and final["result"]["content"][0]["text"] == "Hello, Ada!"
+        unasked = {"jsonrpc": "2.0", "id": "no-such-request", "result": {}}
+        assert (await post(b, unasked, session_id)).status == 400  # not an id any process asked with
+
+
+async def test_a_cancellation_posted_to_one_process_cancels_the_call_running_on_the_other(redis_server: RedisServer) -> None:
+    with processes(redis_server, target=LEGACY_TARGET) as (a, b):
+        session_id = await open_session(a, b, {"elicitation": {}})
+        async with HttpClient.connect(_Port(a)) as http:  # type: ignore[arg-type]
+            stream = SseStream(http, "tools/call", legacy=True)
+            with anyio.fail_after(10):
+                await stream.open(legacy("tools/call", 8, name="greet", arguments={}), in_session(session_id))
+                asked = await stream.next()
+            assert asked is not None and asked["method"] == "elicitation/create"
+            note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 8}}
+            assert (await post(b, note, session_id)).status == 202
+            with anyio.fail_after(10):
+                told = await stream.next()  # the cancelled call withdraws its question, and sends nothing more
+                assert told is not None and told["method"] == "notifications/cancelled"
+                assert told["params"]["requestId"] == asked["id"]
+
+
+async def test_delete_through_one_process_ends_the_session_everywhere(redis_server: RedisServer) -> None:
+    with processes(redis_server, target=LEGACY_TARGET) as (a, b):
+        session_id = await open_session(a, b)
+        async with standalone_stream(a, session_id) as stream, HttpClient.connect(_Port(b)) as http:  # type: ignore[arg-type]
+            await http.send_request("DELETE", "/mcp", in_session(session_id))
+            assert (await http.read_reply()).status == 200
+            with anyio.fail_after(10):
+                assert await stream.next() is None  # A ended the session's GET stream
+        for port in (a, b):
+            gone = await post(port, legacy("ping", 1), session_id)
+            assert gone.status == 404 and "Session not found" in gone.response["error"]["message"]
+
+
+async def test_an_idle_shared_session_expires_in_every_process(redis_server: RedisServer) -> None:
+    import redis
+
+    with processes(redis_server, target=LEGACY_TARGET, extra=("--session-idle-timeout", "1")) as (a, b):
+        session_id = await open_session(a, b)
+        async with standalone_stream(b, session_id) as stream:
+            with anyio.fail_after(15):
+                assert await stream.next() is None  # expired in Redis: B, holding its stream, ends it
+        for port in (a, b):
+            assert (await post(port, legacy("ping", 1), session_id)).status == 404
+        keys = redis.Redis.from_url(redis_server.url)
+        try:
+            assert keys.exists(f"mcpcore:session:{session_id}") == 0
+        finally:
+            keys.close()
+
+
+async def test_a_session_fails_clearly_while_redis_is_down_and_goes_on_after_it_returns(
+        redis_server: RedisServer, tmp_path: Path) -> None:
+    redis_server.stop()
+    redis_server.persist = tmp_path  # a Redis that keeps its data over a restart, as in production
+    redis_server.start()
+    with processes(redis_server, target=LEGACY_TARGET) as (a, b):
+        session_id = await open_session(a, b)
+        redis_server.stop()
+        for port in (a, b):
+            refused = await call(port, session_id, 1, "echo", text="down")
+            error = refused.response["error"]
+            assert refused.status == 500 and error["code"] == -32603 and "Redis" in error["message"]
+        opening = await post(b, legacy("initialize", 0, protocolVersion="2025-11-25", capabilities={}))
+        assert opening.status == 500 and "Redis" in opening.response["error"]["message"]
+        assert "mcp-session-id" not in opening.headers  # a session Redis does not hold is never minted
+        async with HttpClient.connect(_Port(a)) as http:  # type: ignore[arg-type]
+            with anyio.fail_after(10):
+                modern = await http.post(request("tools/call", 2, name="echo", arguments={"text": "modern"}))
+            assert modern.response["result"]["content"][0]["text"] == "modern"  # the stateless wire needs no Redis
+        redis_server.start()
+        for port in (b, a):
+            for _ in range(100):  # each process reconnects on its next command
+                echoed = await call(port, session_id, 3, "echo", text="back")
+                if echoed.status != 500:
+                    break
+                await anyio.sleep(0.1)
+            assert echoed.status == 200 and echoed.response["result"]["content"][0]["text"] == "back"
+
+
+@contextlib.asynccontextmanager
+async def resumed(port: int, session_id: str, last_event: str) -> AsyncIterator[SseStream]:
+    """A GET with Last-Event-ID to the process at `port`: the rest of the stream."""
+    async with HttpClient.connect(_Port(port)) as http:  # type: ignore[arg-type]
+        rest = SseStream(http, "tools/call", legacy=True)
+        with anyio.fail_after(10):
+            await rest.open_get({**in_session(session_id), "last-event-id": last_event})
+        yield rest
+
+
+async def closed_early(port: int, session_id: str, request_id: int, tool: str, **arguments: Any) -> SseStream:
+    """Call a tool whose handler ends the stream after its first progress report; the stream read so far."""
+    async with HttpClient.connect(_Port(port)) as http:  # type: ignore[arg-type]
+        stream = SseStream(http, "tools/call", legacy=True)
+        with anyio.fail_after(10):
+            await stream.open(legacy("tools/call", request_id, name=tool, arguments=arguments, _meta={"progressToken": "t"}),
+                              in_session(session_id))
+            assert (await stream.next())["method"] == "notifications/progress"  # type: ignore[index]
+            assert await stream.next() is None  # the handler ended the stream before its result
+    return stream
+
+
+async def test_a_stream_ended_early_on_one_process_resumes_on_either(redis_server: RedisServer) -> None:
+    with processes(redis_server, target=LEGACY_TARGET) as (a, b):
+        session_id = await open_session(b, a)
+        last = (await closed_early(a, session_id, 5, "polled")).event_ids[-1]
+        for port in (b, a):  # from the shared store on B, from memory on A
+            async with resumed(port, session_id, last) as rest:
+                with anyio.fail_after(10):
+                    assert (await rest.next())["params"]["progress"] == 2  # type: ignore[index]
+                    assert (await rest.next())["result"]["content"][0]["text"] == "polled"  # type: ignore[index]
+                    assert await rest.next() is None
+        async with HttpClient.connect(_Port(b)) as http:  # type: ignore[arg-type]
+            await http.send_request("GET", "/mcp", {**in_session(session_id), "accept": "text/event-stream",
+                                                   "last-event-id": last.rpartition(".")[0] + ".99"})
+            with anyio.fail_after(10):
+                assert (await http.read_reply()).status == 404  # never sent
+
+
+async def test_a_stream_resumed_on_the_other_process_follows_the_call_still_running(redis_server: RedisServer,
+                                                                                    tmp_path: Path) -> None:
+    marker = tmp_path / "go-on"
+    with processes(redis_server, target="tests/test_redis.py:paced_server") as (a, b):
+        session_id = await open_session(a, b)
+        last = (await closed_early(a, session_id, 6, "paced", marker=str(marker))).event_ids[-1]
+        async with resumed(b, session_id, last) as rest:
+            marker.write_text("go on")  # only now does the call on A report again and finish
+            with anyio.fail_after(10):
+                assert (await rest.next())["params"]["progress"] == 2  # type: ignore[index]
+                assert (await rest.next())["result"]["content"][0]["text"] == "paced"  # type: ignore[index]
+
+
+async def test_workers_sharing_redis_open_legacy_sessions_and_serve_them_on_any_connection(redis_server: RedisServer) -> None:
+    port = free_port()
+    command = [*mcpcore_run(port, redis_server.url, LEGACY_TARGET), "--workers", "2"]
+    supervisor = subprocess.Popen(command, cwd=ROOT, env=environment(), stderr=subprocess.DEVNULL)
+    try:
+        wait_until_accepting(port)
+        session_id = await open_session(port, port)  # refused (503) where workers keep sessions to themselves
+        for request_id in range(1, 9):  # each on a new connection: the kernel hands them to either worker
+            echoed = await call(port, session_id, request_id, "echo", text=str(request_id))
+            assert echoed.status == 200 and echoed.response["result"]["content"][0]["text"] == str(request_id)
+    finally:
+        supervisor.send_signal(signal.SIGTERM)
+        try:
+            supervisor.wait(15)
+        except subprocess.TimeoutExpired:
+            supervisor.kill()
+            supervisor.wait()
+
+
 class TestRedisTaskStore(TaskStoreContract):
     @pytest.fixture
     async def task_store(self, redis_server: RedisServer) -> AsyncIterator[Any]:
@@ -332,7 +590,33 @@ class TestRedisTaskStore(TaskStoreContract):
 
 
 
-@pytest.mark.parametrize("mode", ["2026-07-28", "auto"])
+def session_keys(redis_server: RedisServer) -> list[bytes]:
+    """The 2025-era session records in the test's Redis."""
+    import redis
+
+    keys = redis.Redis.from_url(redis_server.url)
+    try:
+        return keys.keys("mcpcore:session:*")
+    finally:
+        keys.close()
+
+
+async def test_the_typescript_client_behind_a_round_robin_proxy_works_as_with_one_process(
+        redis_server: RedisServer, ts_client: list[str]) -> None:
+    from round_robin_proxy import RoundRobinProxy
+
+    with processes(redis_server, target=LEGACY_TARGET) as ports:
+        async with RoundRobinProxy(ports) as proxy:
+            with anyio.fail_after(60):
+                result = await anyio.run_process([*ts_client, "http", f"http://127.0.0.1:{proxy.port}/mcp"], cwd=ROOT,
+                                                 check=False)
+            assert result.returncode == 0, result.stderr.decode()
+            assert expect_every_feature(result.stdout)["protocolVersion"] == "2025-11-25"
+            assert set(proxy.served) == set(ports)  # both processes answered
+        assert session_keys(redis_server) == []  # the client's DELETE on close ended its session
+
+
+@pytest.mark.parametrize("mode", ["2026-07-28", "auto", "legacy"])
 async def test_the_official_python_client_behind_a_round_robin_proxy_works_as_with_one_process(
         redis_server: RedisServer, mode: str) -> None:
     mcp = pytest.importorskip("mcp", reason="the official SDK is in the test extra")
@@ -346,7 +630,7 @@ async def test_the_official_python_client_behind_a_round_robin_proxy_works_as_wi
         async with RoundRobinProxy(ports) as proxy:
             url = f"http://127.0.0.1:{proxy.port}/mcp"
             async with mcp.Client(url, mode=mode, elicitation_callback=answer, read_timeout_seconds=30) as sdk:
-                assert sdk.protocol_version == "2026-07-28"
+                assert sdk.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
                 assert {"echo", "greet", "steps"} <= {tool.name for tool in (await sdk.list_tools()).tools}
                 assert (await sdk.call_tool("echo", {"text": "hi"})).content[0].text == "hi"  # type: ignore[union-attr]
                 progress: list[float] = []
@@ -356,7 +640,8 @@ async def test_the_official_python_client_behind_a_round_robin_proxy_works_as_wi
 
                 stepped = await sdk.call_tool("steps", {}, progress_callback=on_progress)
                 assert stepped.content[0].text.startswith("done for") and progress == [1, 2, 3]  # type: ignore[union-attr]
-                # An MRTR round trip: asked by one process, answered to the other (one key ring).
+                # Asked by one process, answered to the other: an MRTR round trip (one key ring), or in the legacy
+                # mode an elicitation/create whose response is relayed to the call waiting for it.
                 assert (await sdk.call_tool("greet", {})).content[0].text == "Hello, Ada!"  # type: ignore[union-attr]
             assert set(proxy.served) == set(ports)  # both processes answered
 

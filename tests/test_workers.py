@@ -72,7 +72,7 @@ async def test_workers_share_a_port_restart_when_killed_and_stop_together() -> N
         async with HttpClient.connect(_Port(port)) as client:  # type: ignore[arg-type]
             opening = {"jsonrpc": "2.0", "id": 9, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}}}
             refused = await client.post(opening, {"content-type": "application/json", "accept": "application/json, text/event-stream"}, legacy=True)
-        assert refused.status == 503 and "use protocol 2026-07-28, or run one worker" in refused.json["error"]["message"]
+        assert refused.status == 503 and "use protocol 2026-07-28, run one worker" in refused.json["error"]["message"]
         victim = sorted(children_of(supervisor.pid))[0]
         os.kill(victim, signal.SIGKILL)
         await wait_for(lambda: victim not in children_of(supervisor.pid) and len(children_of(supervisor.pid)) == 2)

@@ -14,13 +14,17 @@ bytes, the ASGI adapter into `http.response.*` messages. What differs
 between the two is left to a few hooks: `send`, `close`, `_refuse_now`
 (answer if still possible, then end the connection), `_next_cycle` (the
 answer is complete: True when the connection may read the next request) and
-`_read_on` (read on after an answer that came later).
+`_read_on` (read on after an answer that came later). What must wait on I/O
+before the request can go on (the token check, a shared session's record)
+pauses the exchange (`_pause`): a task does the I/O, then the request is
+served on from where it stopped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
 import weakref
 from dataclasses import dataclass
@@ -32,13 +36,13 @@ import orjson
 
 from mcpcore.auth import AccessToken, Auth, AuthFailure
 from mcpcore.call import Call
-from mcpcore.protocol import Route
+from mcpcore.protocol import Route, http_status
 from mcpcore.routes import CustomRoute, HttpRequest
 from mcpcore.server import Server
-from mcpcore.session import Session, Sessions, new_session_id
+from mcpcore.session import Session, Sessions, SessionStore, StoredEvent
 from mcpcore.wire import INVALID_REQUEST, NOTIFICATION, REQUEST, RESPONSE, McpError, encode_error
 
-from .calls import CallRunner, cancelled_request
+from .calls import CallRunner, Malformed, cancelled_request, read_message
 from .httprules import (
     Policy,
     Rejection,
@@ -51,7 +55,7 @@ from .httprules import (
     make_policy,
 )
 from .httpwriter import HttpWriter, Timer, response_head
-from .resume import StreamStore
+from .resume import StreamStore, kept_after, replay_kept
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +109,11 @@ class Endpoint:
         self.port: int = config.port
         self.policy: Policy = self.policy_for(config.host, self.port)
         self.runner = CallRunner(server, max_in_flight=config.max_in_flight, grace_period=config.grace_period)
-        self.sessions = Sessions(config.max_sessions, config.session_idle_timeout, time.monotonic)
+        shared = getattr(server.store, "sessions", None)  # a shared state may share no sessions
+        self.sessions = Sessions(config.max_sessions, config.session_idle_timeout, time.monotonic, shared)
         self.stores: weakref.WeakKeyDictionary[Session, StreamStore] = weakref.WeakKeyDictionary()
+        # Shared sessions: event ids name this process, so two processes never mint the same one.
+        self.stream_prefix = "" if shared is None else f"{secrets.token_hex(4)}-"
         auth = server.auth
         self.metadata = None if auth is None else orjson.dumps(auth.metadata())  # RFC 9728, served as is
         self.metadata_paths = () if auth is None else auth.metadata_paths
@@ -128,7 +135,9 @@ class Endpoint:
         """The resumable streams of a 2025-11-25 session."""
         store = self.stores.get(session)
         if store is None:
-            store = self.stores[session] = StreamStore()
+            shared = self.sessions.store
+            keep = None if shared is None else lambda event: shared.keep_event(session.id, event, session.ttl)  # type: ignore[arg-type]
+            store = self.stores[session] = StreamStore(prefix=self.stream_prefix, shared=keep)
         return store
 
     def gauges(self, connections: int) -> dict[str, tuple[str, float]]:
@@ -164,7 +173,8 @@ class Exchange:
         self.call: Call | None = None  # the request being served (held or running)
         self.writer: HttpWriter | None = None
         self.stream: asyncio.Task[None] | None = None  # a legacy session's GET stream, or a custom route running
-        self.verifying: asyncio.Task[None] | None = None  # checking the current request's token
+        self.verifying: asyncio.Task[None] | None = None  # a pause (`_pause`): checking the token, reading a record
+        self._synced = False  # the current request's shared session record was read
         self._opening: Session | None = None  # the session the current initialize may open
         self._method = ""
         self._target = ""
@@ -229,7 +239,7 @@ class Exchange:
 
     def _on_head(self, method: str, target: str, raw_headers: Any) -> bool:
         """A request line and headers arrived. False when it was refused at once (do not read its body)."""
-        self._method, self._target, self._token = method, target, None
+        self._method, self._target, self._token, self._synced = method, target, None, False
         self._headers, head_size, self._repeated = header_map(raw_headers)
         self._body, self._body_size, self._body_chunks, self._refusal = bytearray(), 0, 0, None
         limit = self.endpoint.config.max_header_bytes
@@ -316,6 +326,10 @@ class Exchange:
         if self._method != "POST":
             return self._session_request(self._method)
         session_id = self._headers.get("mcp-session-id")
+        if session_id and self.endpoint.sessions.store is not None and not self._synced:
+            inbound = read_message(self._body)  # shared: a legacy message or response reads its record first
+            if not isinstance(inbound, Malformed) and (inbound.kind == RESPONSE or is_legacy(inbound.message, self._headers)):
+                return self._sync(session_id, self._serve, inbound.message["id"] if inbound.kind == REQUEST else None)
         session = self.endpoint.sessions.get(session_id) if session_id else None
         inbound = check_body(self._body, session if session is not None and session.principal == self._principal else None)
         self._body = bytearray()
@@ -401,30 +415,40 @@ class Exchange:
             return None
         return token
 
+    def _pause(self, work: Awaitable[Any], then: Callable[[Any], bool]) -> bool:
+        """Wait for `work` in a task (nothing more is read meanwhile), then go on with `then(its result)`,
+        which answers True to read the next request."""
+
+        async def wait() -> None:
+            try:
+                result = await work
+            finally:
+                self.verifying = None
+            if not self.gone and then(result):
+                self._read_on()
+
+        self.verifying = self.loop.create_task(wait())
+        return False
+
     def _verify(self, auth: Auth) -> None:
         """Check the request's bearer token in a task (a verifier may do I/O), then go on with the request."""
 
-        async def verify() -> None:
+        async def verify() -> AccessToken | AuthFailure:
             try:
-                verdict = await auth.authenticate(self._headers.get("authorization"))
+                return await auth.authenticate(self._headers.get("authorization"))
             except Exception:  # a verifier that cannot decide (its key server is down, say) is not the client's fault
                 log.exception("the token verifier failed")
-                verdict = AuthFailure(503, "", "The access token could not be verified now; retry shortly")
-            finally:
-                self.verifying = None
-            if self.gone:
-                return
+                return AuthFailure(503, "", "The access token could not be verified now; retry shortly")
+
+        def verified(verdict: AccessToken | AuthFailure) -> bool:
             if isinstance(verdict, AuthFailure):
                 self._refuse_token(verdict)
-                go_on = self._next_cycle()
-            else:
-                self._token = verdict
-                self._verdict = (self._headers.get("authorization") or "", verdict, self.loop.time())
-                go_on = self._serve()
-            if go_on:
-                self._read_on()
+                return self._next_cycle()
+            self._token = verdict
+            self._verdict = (self._headers.get("authorization") or "", verdict, self.loop.time())
+            return self._serve()
 
-        self.verifying = self.loop.create_task(verify())
+        self._pause(verify(), verified)
 
     def _refuse_token(self, failure: AuthFailure, request_id: Any = None) -> None:
         headers = (("www-authenticate", failure.challenge),) if failure.challenge else (("retry-after", "1"),)
@@ -471,7 +495,7 @@ class Exchange:
             except McpError as full:
                 self._answer(Rejection(503, full, message["id"], (("retry-after", "1"),)))
                 return self._next_cycle()
-            session = self._opening = Session(new_session_id(), principal=self._principal)
+            session = self._opening = sessions.new(self._principal)
         else:
             found = legacy_session(self._headers, sessions, message.get("id"), self._principal)
             if isinstance(found, Rejection):
@@ -479,7 +503,9 @@ class Exchange:
                 return self._next_cycle()
             session = found
         if kind == NOTIFICATION:
-            self._legacy_notification(session, message)
+            recording = self._legacy_notification(session, message)
+            if recording is not None:  # a shared session's change, recorded before the 202
+                return self._sharing(recording, lambda _: self._accepted())
             return self._accepted()
         if self.endpoint.closing:
             return self._stopping(message["id"])
@@ -500,13 +526,44 @@ class Exchange:
             self._start(call, sink)
         return False
 
-    def _legacy_notification(self, session: Session, message: dict[str, Any]) -> None:
+    def _legacy_notification(self, session: Session, message: dict[str, Any]) -> Awaitable[None] | None:
         if message["method"] == "notifications/cancelled":
-            call = session.calls.get(cancelled_request(message))
-            if call is not None:
-                call.cancel()
-        else:
-            self.endpoint.server.dispatcher.legacy.notified(session, message)
+            session.cancel(cancelled_request(message))
+            return None
+        return self.endpoint.server.dispatcher.legacy.notified(session, message)
+
+    def _sync(self, session_id: str, then: Callable[[], bool], request_id: Any = None) -> bool:
+        """Read the shared record of the session named (a pause), bring the copy held here in line
+        with it (adopting one from another process), then serve the request on."""
+        sessions = self.endpoint.sessions
+
+        async def read() -> None:
+            record = await sessions.store.load(session_id, sessions.idle_timeout)  # type: ignore[union-attr]
+            if sessions.follow(session_id, record) is None and record is not None:
+                sessions.adopt(self.endpoint.server.dispatcher.legacy.mirror(record, sessions))
+
+        def read_on(_: None) -> bool:
+            self._synced = True
+            return then()
+
+        return self._sharing(read(), read_on, request_id)
+
+    def _sharing(self, work: Awaitable[Any], then: Callable[[Any], bool], request_id: Any = None) -> bool:
+        """Pause for the shared state; when it is unreachable, answer its error (-32603 naming Redis)."""
+
+        async def attempt() -> Any:
+            try:
+                return await work
+            except McpError as unreachable:
+                return unreachable
+
+        def go_on(result: Any) -> bool:
+            if isinstance(result, McpError):
+                self._answer(Rejection(http_status(result.code), result, request_id, (("retry-after", "1"),)))
+                return self._next_cycle()
+            return then(result)
+
+        return self._pause(attempt(), go_on)
 
     def _session_headers(self) -> list[tuple[bytes, bytes]]:
         """`Mcp-Session-Id` on a legacy response; an initialize that negotiated registers its session here,
@@ -523,15 +580,18 @@ class Exchange:
 
     def _session_request(self, method: str) -> bool:
         """GET opens a session's standalone stream; DELETE ends the session."""
-        found = legacy_session(self._headers, self.endpoint.sessions, principal=self._principal)
+        sessions = self.endpoint.sessions
+        session_id = self._headers.get("mcp-session-id")
+        if session_id and sessions.store is not None and not self._synced:
+            return self._sync(session_id, lambda: self._session_request(method))
+        found = legacy_session(self._headers, sessions, principal=self._principal)
         if isinstance(found, Rejection):
             self._answer(found)
             return self._next_cycle()
         if method == "DELETE":
-            self.endpoint.sessions.end(found)
-            self.endpoint.stores.pop(found, None)
-            self.send(response_head(200, [(b"content-length", b"0")], self.endpoint.closing, built=True), h11.EndOfMessage())
-            return self._next_cycle()
+            if sessions.store is not None:  # ended in every process first
+                return self._sharing(sessions.store.delete(found.id), lambda _: self._deleted(found))  # type: ignore[arg-type]
+            return self._deleted(found)
         last_event = self._headers.get("last-event-id")
         if last_event is not None:
             return self._resume(found, last_event)
@@ -552,20 +612,42 @@ class Exchange:
 
         return self._open_stream(found, forward, closed)
 
+    def _deleted(self, session: Session) -> bool:
+        self.endpoint.sessions.end(session)
+        self.endpoint.stores.pop(session, None)
+        self.send(response_head(200, [(b"content-length", b"0")], self.endpoint.closing, built=True), h11.EndOfMessage())
+        return self._next_cycle()
+
     def _resume(self, session: Session, last_event: str) -> bool:
         """GET with Last-Event-ID: the rest of a stream, after that event."""
         store = self.endpoint.stores.get(session)
         stream = store.find(last_event) if store is not None else None
         if stream is None:
-            why = f"Cannot resume after event {last_event!r}: it is unknown to this session or no longer stored"
-            self._answer(Rejection(404, McpError(INVALID_REQUEST, why)))
-            return self._next_cycle()
+            shared = self.endpoint.sessions.store
+            if shared is None:
+                return self._unresumable(last_event)
+            # Served elsewhere (or here, and no longer in memory): from the events the shared store kept.
+            return self._sharing(shared.kept_events(session.id),  # type: ignore[arg-type]
+                                 lambda kept: self._resume_kept(shared, session, last_event, *kept))
 
         def let_go(writer: HttpWriter) -> None:
             if stream.sink is writer:
                 stream.sink = None
 
         return self._open_stream(session, lambda writer: stream.resume(last_event, writer), let_go)
+
+    def _resume_kept(self, shared: SessionStore, session: Session, last_event: str, kept: list[StoredEvent],
+                     cursor: str) -> bool:
+        backlog = kept_after(kept, last_event)
+        if backlog is None:
+            return self._unresumable(last_event)
+        return self._open_stream(session, lambda writer: replay_kept(shared, session, last_event, backlog, cursor, writer),
+                                 lambda writer: None)
+
+    def _unresumable(self, last_event: str) -> bool:
+        why = f"Cannot resume after event {last_event!r}: it is unknown to this session or no longer stored"
+        self._answer(Rejection(404, McpError(INVALID_REQUEST, why)))
+        return self._next_cycle()
 
     def _open_stream(
         self, session: Session, body: Callable[[HttpWriter], Awaitable[None]], ended: Callable[[HttpWriter], None]

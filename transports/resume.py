@@ -10,20 +10,33 @@ messages are only stored, and the client reconnects with `GET` and
 `Last-Event-ID`, gets the stored messages after that id, then the rest as they
 come, ending with the response. The store keeps the most recent
 `max_events` events of a session; an id older than that cannot be resumed (404).
+Where processes share sessions (`SessionStore`), every event is also kept in the
+shared store before it is sent, under an id that starts with a tag of the process,
+so a `GET` with `Last-Event-ID` reaching another process is served from there
+(`replay_kept`): the kept events after that id, then the rest as they are kept,
+until the response.
 """
 
 from __future__ import annotations
 
 import collections
 import itertools
-from typing import Callable
+import logging
+from typing import Awaitable, Callable
 
 import anyio
 
+from mcpcore.defaults import HTTP_SESSION_EVENTS
+from mcpcore.session import Session, SessionStore, StoredEvent
+from mcpcore.wire import McpError
+
 from .httpwriter import HttpWriter
 
+log = logging.getLogger(__name__)
+
 RETRY_MS = 100  # the reconnect delay the priming event asks for
-MAX_EVENTS = 256  # stored events per session
+MAX_EVENTS = HTTP_SESSION_EVENTS  # stored events per session
+Keep = Callable[[StoredEvent], Awaitable[None]]  # keeps an event in the shared store
 
 
 class ResumableStream:
@@ -50,12 +63,17 @@ class ResumableStream:
         """The first output opens the stream with its priming event."""
         if not self._primed:
             self._primed = True
+            event_id = self._record(None)
+            if self.store.shared is not None:
+                await self.store.keep((event_id, b"", False))
             if self.sink is not None:
-                await self.sink.prime(self._record(None), RETRY_MS)
+                await self.sink.prime(event_id, RETRY_MS)
 
     async def notify(self, message: bytes) -> None:
         await self._prime()
         event_id = self._record(message)
+        if self.store.shared is not None:
+            await self.store.keep((event_id, message, False))
         if self.sink is not None:
             await self.sink.notify(message, event_id)
 
@@ -66,6 +84,8 @@ class ResumableStream:
                 await self.sink.respond(message, error_code)
             return
         event_id = self._record(message)
+        if self.store.shared is not None:
+            await self.store.keep((event_id, message, True))
         self.final = (message, event_id)
         self.ended.set()
         if self.sink is not None:
@@ -98,9 +118,11 @@ class ResumableStream:
 class StreamStore:
     """The recent events of one session, and its resumable streams by id."""
 
-    def __init__(self, max_events: int = MAX_EVENTS) -> None:
+    def __init__(self, max_events: int = MAX_EVENTS, prefix: str = "", shared: Keep | None = None) -> None:
         self._events: collections.deque[tuple[str, str, bytes]] = collections.deque(maxlen=max_events)
         self._ids = itertools.count(1)
+        self._prefix = prefix  # names the process, when several serve one session
+        self.shared = shared
         self.streams: dict[str, ResumableStream] = {}
 
     def open(self, sink: HttpWriter, close: Callable[[], None]) -> ResumableStream:
@@ -108,12 +130,20 @@ class StreamStore:
         for stream_id, old in list(self.streams.items()):  # ended, and nothing left to replay
             if old.final is not None and stream_id not in stored:
                 del self.streams[stream_id]
-        stream = ResumableStream(self, f"s{next(self._ids)}", sink, close)
+        stream = ResumableStream(self, f"{self._prefix}s{next(self._ids)}", sink, close)
         self.streams[stream.stream_id] = stream
         return stream
 
     def record(self, stream_id: str, event_id: str, message: bytes) -> None:
         self._events.append((stream_id, event_id, message))
+
+    async def keep(self, event: StoredEvent) -> None:
+        """Keep an event in the shared store too (before it is sent: the client may resume anywhere)."""
+        try:
+            await self.shared(event)  # type: ignore[misc]
+        except McpError as unreachable:  # the call goes on; only a resumption elsewhere misses the event
+            log.warning("event %s is not in the shared store, so only this process can replay it: %s",
+                        event[0], unreachable.message)
 
     def after(self, stream_id: str, event_id: str) -> list[tuple[str, bytes]]:
         """The stored events of `stream_id` that came after `event_id`, oldest first."""
@@ -131,6 +161,41 @@ class StreamStore:
             return None  # events after it were already dropped, or it was never sent
         return stream
 
+
+def kept_after(kept: list[StoredEvent], event_id: str) -> list[StoredEvent] | None:
+    """The kept events of `event_id`'s stream that came after it; None when the stream cannot be
+    resumed from there (events after it already left the store, or it was never sent)."""
+    stream_id, number = event_id.rpartition(".")[0], _number(event_id)
+    mine = [event for event in kept if event[0].rpartition(".")[0] == stream_id]
+    numbers = [_number(kept_id) for kept_id, _, _ in mine]
+    if not numbers or number < min(numbers) - 1 or number > max(numbers):
+        return None
+    return [event for event in mine if _number(event[0]) > number]
+
+
+async def replay_kept(store: SessionStore, session: Session, event_id: str, backlog: list[StoredEvent], cursor: str,
+                      sink: HttpWriter) -> None:
+    """Send the rest of a stream another process serves, from the shared store: `backlog`, then the
+    events kept after `cursor` as they come, until its response (or the session's end)."""
+    stream_id = event_id.rpartition(".")[0]
+    events, opened = backlog, False
+    while True:
+        final = next(((message, kept_id) for kept_id, message, last in events if last), None)
+        sent = [(message, kept_id) for kept_id, message, last in events if message and not last]
+        if sent or final is not None or not opened:
+            await sink.replay(sent, final)
+            opened = True
+        if final is not None:
+            return
+        if session.closed:
+            await sink.finish()
+            return
+        try:
+            batch, cursor = await store.next_events(session.id, cursor)  # type: ignore[arg-type]
+        except McpError as unreachable:  # the stream breaks off; the client may resume again
+            log.warning("a resumed stream of session events ends early: %s", unreachable.message)
+            return
+        events = [event for event in batch if event[0].rpartition(".")[0] == stream_id]
 
 
 def _number(event_id: str) -> int:
