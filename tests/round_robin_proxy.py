@@ -20,13 +20,13 @@ import h11
 class RoundRobinProxy:
     """`async with RoundRobinProxy(ports) as proxy:` listens on `proxy.port` until the block ends."""
 
-    def __init__(self, backends: Sequence[int]) -> None:
+    def __init__(self, backends: Sequence[int], port: int = 0) -> None:
         self._next = itertools.cycle(backends)
-        self.port = 0
+        self.port = port  # 0: any free one
         self.served: list[int] = []  # the backend of each request, in order
 
     async def __aenter__(self) -> RoundRobinProxy:
-        self._listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+        self._listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=self.port)
         self.port = self._listener.extra(anyio.abc.SocketAttribute.local_port)
         self._tasks = anyio.create_task_group()
         await self._tasks.__aenter__()
@@ -39,6 +39,14 @@ class RoundRobinProxy:
         await self._listener.aclose()
 
     async def _relay_connection(self, client: anyio.abc.SocketStream) -> None:
+        """Relay one client connection's requests; a client or backend that goes away ends this
+        connection only (never the listener, which would take every other client with it)."""
+        try:
+            await self._relay_requests(client)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, h11.ProtocolError, OSError):
+            pass
+
+    async def _relay_requests(self, client: anyio.abc.SocketStream) -> None:
         downstream = h11.Connection(h11.SERVER)
         async with client:
             while True:
