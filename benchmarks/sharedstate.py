@@ -11,6 +11,11 @@ interpreter. Two measurements, with a fresh redis-server and fresh servers each:
   Redis, so the ratios show what sharing costs the calls that do not need it. One
   process is pinned to CPU 0 and wrk to CPU 1; two workers cannot be pinned apart
   from wrk on two cores, so those rows run unpinned;
+- what a 2025-era session's request costs when its record lives in Redis: one client
+  opens a session (`initialize`) and makes `--session-calls` `tools/call` echoes one at
+  a time over keep-alive connections, on one process without Redis, on one process with
+  `--redis`, and alternately on two `--redis` processes (each call to the other one);
+  the figure is the median round trip as this Python client sees it;
 - the delay of a change from one process to another: a `subscriptions/listen`
   stream is open on process A, process B's `announce` tool says the tool list
   changed and answers with when; the delay is when A's stream delivers the
@@ -33,6 +38,7 @@ import socket
 import statistics
 import sys
 import time
+import contextlib
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -80,6 +86,55 @@ def throughput(rounds: int, seconds: int) -> dict[str, list[dict[str, Any]]]:
             figures.pop("wrk")
             found[name].append(figures)
             print(f"round {round_number + 1}: {name}: {figures['rps']:,.0f} req/s", file=sys.stderr)
+    return found
+
+
+SESSION_CONFIGS = [("1 process", 1, False), ("1 process, --redis", 1, True), ("2 processes, --redis, alternating", 2, True)]
+LEGACY = "2025-11-25"
+
+
+def session_round_trips(ports: list[int], calls: int) -> list[float]:
+    """Milliseconds per `tools/call` of one 2025-era session, the calls sent to `ports` in turn."""
+    connections = [http.client.HTTPConnection("127.0.0.1", port, timeout=10) for port in ports]
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+    def send(n: int, message: dict[str, Any]) -> http.client.HTTPResponse:
+        connection = connections[n % len(connections)]
+        connection.request("POST", "/mcp", json.dumps(message), headers)
+        response = connection.getresponse()
+        response.read()
+        if response.status not in (200, 202):
+            raise RuntimeError(f"a session request got HTTP {response.status}")
+        return response
+
+    try:
+        opened = send(0, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}})
+        headers.update({"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": LEGACY})
+        send(1, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        round_trips = []
+        for n in range(calls):
+            started = time.perf_counter()
+            send(n, {"jsonrpc": "2.0", "id": n + 1, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hi"}}})
+            round_trips.append((time.perf_counter() - started) * 1000)
+        return round_trips
+    finally:
+        for connection in connections:
+            connection.close()
+
+
+def session_costs(rounds: int, calls: int) -> dict[str, list[float]]:
+    """Each session config's median round trip, one per round, interleaved within every round."""
+    found: dict[str, list[float]] = {name: [] for name, _, _ in SESSION_CONFIGS}
+    for round_number in range(rounds):
+        for name, count, shared in SESSION_CONFIGS:
+            with redis_server() as redis, contextlib.ExitStack() as stack:
+                ports = [procs.free_port() for _ in range(count)]
+                for port in ports:
+                    stack.enter_context(procs.listening(mcpcore_run(port, 1, redis if shared else None), port, cpu=0, env=KEYS))
+                session_round_trips(ports, 200)  # warm-up
+                found[name].append(statistics.median(session_round_trips(ports, calls)))
+            print(f"round {round_number + 1}: {name}: {found[name][-1]:.3f} ms per session call", file=sys.stderr)
     return found
 
 
@@ -142,7 +197,8 @@ def propagation(changes: int) -> list[float]:
     return delays
 
 
-def report(found: dict[str, list[dict[str, Any]]], delays: list[float], rounds: int, seconds: int) -> str:
+def report(found: dict[str, list[dict[str, Any]]], sessions: dict[str, list[float]], delays: list[float], rounds: int,
+           seconds: int) -> str:
     lines = [
         compare.SHARED_START,
         "## Several processes: shared state on Redis",
@@ -165,6 +221,20 @@ def report(found: dict[str, list[dict[str, Any]]], delays: list[float], rounds: 
         p99 = statistics.median(run["p99_ms"] for run in runs)
         errors = sum(run["errors"] for run in runs)
         lines.append(f"| {name} | {rps:,.0f} | {p99:.1f} | {ratio} |" + (f" ({errors} errors)" if errors else ""))
+    lines += [
+        "",
+        "A 2025-era session's `tools/call` (async echo), one at a time from one Python client over keep-alive "
+        "connections, every process pinned to CPU 0: the median round trip per round, then its median (lowest–highest "
+        "round) and the ratio to one process without Redis, taken within each round.",
+        "",
+        "| configuration | ms per call | x 1 process |",
+        "|---|---|---|",
+    ]
+    plain = sessions["1 process"]
+    for name, _, shared in SESSION_CONFIGS:
+        costs = sessions[name]
+        ratio = compare.spread([cost / base for cost, base in zip(costs, plain)]) if shared else "1.00"
+        lines.append(f"| {name} | {statistics.median(costs):.3f} ({min(costs):.3f}–{max(costs):.3f}) | {ratio} |")
     ordered = sorted(delays)
     p99 = ordered[max(0, round(len(ordered) * 0.99) - 1)]
     lines += [
@@ -182,12 +252,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=5)
     parser.add_argument("--changes", type=int, default=300)
+    parser.add_argument("--session-calls", type=int, default=2000)
     parser.add_argument("--write", action="store_true", help="put the report into benchmarks/RESULTS.md")
     args = parser.parse_args()
     if wrkload.version() is None or shutil.which("redis-server") is None:
         sys.exit("sharedstate.py needs wrk and redis-server (apt-get install wrk redis-server)")
     os.environ.update(KEYS)
-    text = report(throughput(args.rounds, args.seconds), propagation(args.changes), args.rounds, args.seconds)
+    text = report(throughput(args.rounds, args.seconds), session_costs(args.rounds, args.session_calls),
+                  propagation(args.changes), args.rounds, args.seconds)
     print(text)
     if args.write:
         current = RESULTS.read_text()

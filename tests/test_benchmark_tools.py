@@ -258,10 +258,12 @@ def test_the_report_carries_generators_load_spreads_targets_and_failures(monkeyp
     assert "| HTTP sync echo >= 0.9x async echo at 256 connections | — | not measured |" in text
     assert "| HTTP scenario tools/list, 50 tools, round 2 | probe answered 500 |" in text
     assert "| stdio async pipelined >= 75,000 req/s |" in text and "--instructions" in text
-    counted = {**fake_results((64,)), "instructions": {"http-echo": 50000, "stdio-echo": 40000, "http-ceiling": 25000}}
+    counted = {**fake_results((64,)), "instructions": {"http-echo": 50000, "stdio-echo": 40000, "stdio-sync-echo": 60000,
+                                                       "stdio-floor": 20000, "http-ceiling": 25000}}
     wrk_text = compare.report(compare.Harness(args, "wrk 4.1.0"), counted, "scale.svg")
     assert "HTTP: wrk (wrk 4.1.0), one thread pinned to CPU 1" in wrk_text and "fallback load generator" not in wrk_text
-    assert "| http-echo | 50,000 | 2.00 |" in wrk_text and "| stdio-echo | 40,000 |  |" in wrk_text
+    assert "| http-echo | 50,000 | 2.00 x http-ceiling |" in wrk_text and "| stdio-echo | 40,000 | 2.00 x stdio-floor |" in wrk_text
+    assert "| stdio-sync-echo | 60,000 | 3.00 x stdio-floor |" in wrk_text and "| stdio-floor | 20,000 |  |" in wrk_text
 
 
 # the scale chart
@@ -332,8 +334,11 @@ def test_the_shared_state_report_gives_same_round_ratios_and_survives_a_rewrite_
 
     found = {"1 process": [run(100), run(200)], "1 process, --redis": [run(90), run(220)],
              "--workers 2": [run(150), run(150)], "--workers 2, --redis": [run(75), run(150)]}
-    text = sharedstate.report(found, [1.0, 2.0, 3.0, 10.0], rounds=2, seconds=5)
+    sessions = {"1 process": [0.5, 1.0], "1 process, --redis": [0.6, 1.5], "2 processes, --redis, alternating": [1.0, 1.0]}
+    text = sharedstate.report(found, sessions, [1.0, 2.0, 3.0, 10.0], rounds=2, seconds=5)
     assert "| 1 process, --redis | 155 | 9.0 | 1.00 (0.90–1.10) |" in text  # ratios per round: 0.9 and 1.1
+    assert "| 1 process, --redis | 1.050 (0.600–1.500) | 1.35 (1.20–1.50) |" in text  # 0.6/0.5 and 1.5/1.0
+    assert "| 2 processes, --redis, alternating | 1.000 (1.000–1.000) | 1.50 (1.00–2.00) |" in text
     assert "| --workers 2, --redis | 112 | 9.0 | 0.75 (0.50–1.00) |" in text
     assert "p50 2.50 ms, p99 10.00 ms, max 10.00 ms" in text
     page = "# results\n\nsome table\n\n" + text
