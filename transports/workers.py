@@ -6,7 +6,9 @@ that dies is restarted (a worker crashing over and over stops the whole
 group), and SIGINT/SIGTERM stop every worker gracefully. Because the protocol is
 stateless any worker can answer any request; the supervisor hands all workers
 one random `requestState` key unless keys are configured, so sealed state
-verifies in every worker. Subscriptions are per worker (see ADRS.md).
+verifies in every worker. Without `--redis`, subscriptions' changes, tasks and
+2025-era sessions stay per worker (workers then open no sessions); with it they are
+shared (ADR 38).
 """
 
 from __future__ import annotations
