@@ -163,7 +163,7 @@ class CallRunner:
 
         An eager call that ends at once frees its slot from inside this loop: the loop
         goes on with the next one rather than starting it a level deeper."""
-        if self._starting:
+        if self._starting or not self._held:
             return
         self._starting = True
         try:

@@ -298,7 +298,7 @@ class StdioSession:
         together once the calls it started have taken their first step: a pipelining client
         gets them in one write instead of one system call per answer.
         """
-        cork = self._corked is None and chunk.count(b"\n") > 1
+        cork = self._corked is None and chunk.find(b"\n") < len(chunk) - 1  # more after the first line
         if cork:
             self._corked = []
         self._lines(chunk)
