@@ -412,15 +412,22 @@ async def test_a_subscription_made_through_one_process_feeds_the_stream_held_by_
             assert (await next_notification(stream))["method"] == "notifications/tools/list_changed"
 
 
+@contextlib.asynccontextmanager
+async def asking_greet(port: int, session_id: str, request_id: int) -> AsyncIterator[tuple[SseStream, dict[str, Any]]]:
+    """A `greet` call of the session on `port`, open until the block ends, and the elicitation it asked."""
+    async with HttpClient.connect(_Port(port)) as http:  # type: ignore[arg-type]
+        stream = SseStream(http, "tools/call", legacy=True)
+        with anyio.fail_after(10):
+            await stream.open(legacy("tools/call", request_id, name="greet", arguments={}), in_session(session_id))
+            asked = await stream.next()
+        assert asked is not None and asked["method"] == "elicitation/create"
+        yield stream, asked
+
+
 async def test_an_elicitation_asked_on_one_process_is_answered_through_the_other(redis_server: RedisServer) -> None:
     with processes(redis_server, target=LEGACY_TARGET) as (a, b):
         session_id = await open_session(b, a, {"elicitation": {}})
-        async with HttpClient.connect(_Port(a)) as http:  # type: ignore[arg-type]
-            stream = SseStream(http, "tools/call", legacy=True)
-            with anyio.fail_after(10):
-                await stream.open(legacy("tools/call", 7, name="greet", arguments={}), in_session(session_id))
-                asked = await stream.next()
-            assert asked is not None and asked["method"] == "elicitation/create"
+        async with asking_greet(a, session_id, 7) as (stream, asked):
             answer = {"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"name": "Ada"}}}
             assert (await post(b, answer, session_id)).status == 202
             with anyio.fail_after(10):
@@ -433,12 +440,7 @@ async def test_an_elicitation_asked_on_one_process_is_answered_through_the_other
 async def test_a_cancellation_posted_to_one_process_cancels_the_call_running_on_the_other(redis_server: RedisServer) -> None:
     with processes(redis_server, target=LEGACY_TARGET) as (a, b):
         session_id = await open_session(a, b, {"elicitation": {}})
-        async with HttpClient.connect(_Port(a)) as http:  # type: ignore[arg-type]
-            stream = SseStream(http, "tools/call", legacy=True)
-            with anyio.fail_after(10):
-                await stream.open(legacy("tools/call", 8, name="greet", arguments={}), in_session(session_id))
-                asked = await stream.next()
-            assert asked is not None and asked["method"] == "elicitation/create"
+        async with asking_greet(a, session_id, 8) as (stream, asked):
             note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 8}}
             assert (await post(b, note, session_id)).status == 202
             with anyio.fail_after(10):

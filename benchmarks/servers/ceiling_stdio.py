@@ -29,11 +29,12 @@ class Echo(asyncio.Protocol):
             self.done.set_result(None)
 
 
-async def main() -> None:
+async def main(protocol: type[Echo] = Echo) -> None:
+    """Serve stdin/stdout with `protocol` (this echo, or one built on it) until EOF."""
     loop = asyncio.get_running_loop()
     output, _ = await loop.connect_write_pipe(asyncio.BaseProtocol, sys.stdout.buffer)
     done = loop.create_future()
-    await loop.connect_read_pipe(lambda: Echo(output, done), sys.stdin.buffer)
+    await loop.connect_read_pipe(lambda: protocol(output, done), sys.stdin.buffer)
     await done
 
 

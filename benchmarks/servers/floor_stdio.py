@@ -3,14 +3,15 @@
 Where the ceiling (`ceiling_stdio.py`) parses nothing, this one does what no server
 can skip and nothing more: split lines, parse each with orjson, run the named async
 tool in a task of its own (so a slow call cannot hold up the next), and write the
-result as one JSON line (any other request gets an empty result). No validation, no limits, no cancellation, no error
-answers: a lower bound for mcpcore's stdio cost, not a server to use.
+result as one JSON line (any other request gets an empty result). No validation, no
+limits, no cancellation, no error answers: a lower bound for mcpcore's stdio cost, not
+a server to use.
 """
 
 import asyncio
-import sys
 
 import orjson
+from ceiling_stdio import Echo, main  # the same pipes and end of input; only the answering differs
 
 
 async def echo(text: str) -> str:
@@ -21,10 +22,9 @@ TOOLS = {"echo": echo}
 META = {"io.modelcontextprotocol/serverInfo": {"name": "floor", "version": "1.0.0"}}
 
 
-class Floor(asyncio.Protocol):
+class Floor(Echo):
     def __init__(self, output: asyncio.WriteTransport, done: asyncio.Future) -> None:
-        self.output = output
-        self.done = done
+        super().__init__(output, done)
         self.rest = b""
 
     def data_received(self, data: bytes) -> None:
@@ -43,21 +43,6 @@ class Floor(asyncio.Protocol):
             result = {"resultType": "complete", "_meta": META}
         self.output.write(orjson.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}) + b"\n")
 
-    def eof_received(self) -> None:
-        self.done.set_result(None)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.done.done():
-            self.done.set_result(None)
-
-
-async def main() -> None:
-    loop = asyncio.get_running_loop()
-    output, _ = await loop.connect_write_pipe(asyncio.BaseProtocol, sys.stdout.buffer)
-    done = loop.create_future()
-    await loop.connect_read_pipe(lambda: Floor(output, done), sys.stdin.buffer)
-    await done
-
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(Floor))
