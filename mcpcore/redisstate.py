@@ -43,7 +43,7 @@ import math
 import secrets
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator
 
 import anyio
 import orjson
@@ -165,7 +165,7 @@ class RedisBus:
         self._pending: dict[Change, None] = {}  # for the others, oldest first; repeats coalesce
         self._max_pending = max_pending
         self._dropped = False  # the others missed changes: tell them to resync
-        self._wake = anyio.Event()
+        self._outbox = _Outbox("publish changes to")
         # What the receiver hears, by channel, and who learns that it may have missed messages.
         self._listeners: dict[str, Callable[[bytes], None]] = {self._channel: self._heard}
         self._missed: list[Callable[[], None]] = [self._resync_subscribers]
@@ -196,34 +196,25 @@ class RedisBus:
             self._pending.clear()  # bounded: what was dropped becomes one "resync everything"
             self._dropped = True
         self._pending[change] = None
-        self._wake.set()
+        self._outbox.wake()
 
     async def send(self) -> None:
         """Publish the queued changes, retrying while Redis is away (the queue keeps them)."""
-        failures = 0
-        while True:
-            if not self.pending:
-                self._wake = anyio.Event()
-                await self._wake.wait()
+        await self._outbox.run(lambda: self.pending, self._flush, lambda: len(self._pending))
+
+    async def _flush(self) -> None:
+        if self._dropped:
+            await self._state.client.publish(self._channel, orjson.dumps({"o": self._origin, "k": _EVERYTHING}))
+            self._dropped = False
+        while self._pending:
+            change = next(iter(self._pending))
+            del self._pending[change]  # first: the same change made again meanwhile is sent again
             try:
-                if self._dropped:
-                    await self._state.client.publish(self._channel, orjson.dumps({"o": self._origin, "k": _EVERYTHING}))
-                    self._dropped = False
-                while self._pending:
-                    change = next(iter(self._pending))
-                    del self._pending[change]  # first: the same change made again meanwhile is sent again
-                    try:
-                        message = {"o": self._origin, "k": change.kind, "u": change.uri}
-                        await self._state.client.publish(self._channel, orjson.dumps(message))
-                    except BaseException:
-                        self._pending.setdefault(change, None)
-                        raise
-                failures = 0
-            except (RedisError, OSError) as error:
-                if failures == 0:
-                    log.warning("cannot publish changes to Redis (%s); %d queued, retrying", error, len(self._pending))
-                await _back_off(failures)
-                failures += 1
+                message = {"o": self._origin, "k": change.kind, "u": change.uri}
+                await self._state.client.publish(self._channel, orjson.dumps(message))
+            except BaseException:
+                self._pending.setdefault(change, None)
+                raise
 
     async def receive(self) -> None:
         """Deliver what the other processes publish; after a reconnection, resync every subscriber."""
@@ -266,6 +257,33 @@ class RedisBus:
     def _resync_subscribers(self) -> None:
         for subscriber in list(self._local.subscribers):
             subscriber.resync()
+
+
+class _Outbox:
+    """The loop that empties one queue into Redis: it waits for work, sends, and backs off while
+    Redis is away (the queue keeps what was not sent; `flush` takes an item out once it is)."""
+
+    def __init__(self, what: str) -> None:
+        self._what = what  # for the log: "cannot <what> Redis"
+        self._wake = anyio.Event()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def run(self, waiting: Callable[[], bool], flush: Callable[[], Awaitable[None]], queued: Callable[[], int]) -> None:
+        failures = 0
+        while True:
+            if not waiting():
+                self._wake = anyio.Event()
+                await self._wake.wait()
+            try:
+                await flush()
+                failures = 0
+            except (RedisError, OSError) as error:
+                if failures == 0:
+                    log.warning("cannot %s Redis (%s); %d queued, retrying", self._what, error, queued())
+                await _back_off(failures)
+                failures += 1
 
 
 async def _back_off(failures: int) -> None:
@@ -398,7 +416,7 @@ class RedisSessionStore:
         self._origin = secrets.token_hex(8)  # our own messages come back on the channel: ignored
         self._registries: weakref.WeakSet[Sessions] = weakref.WeakSet()
         self._relayed: collections.deque[bytes] = collections.deque(maxlen=max_relayed)
-        self._wake = anyio.Event()
+        self._outbox = _Outbox("relay responses through")
         self._reread = False  # the channel was lost: changes told meanwhile are unknown
         state.bus.listen(self._channel, self._heard, self._missed)
 
@@ -492,25 +510,16 @@ class RedisSessionStore:
             log.warning("more than %d responses wait to be relayed to other processes; dropped the oldest",
                         self._relayed.maxlen)
         self._relayed.append(self._told(session_id, event))
-        self._wake.set()
+        self._outbox.wake()
 
     async def send(self) -> None:
         """Publish the relayed responses and cancellations, in order, retrying while Redis is away."""
-        failures = 0
-        while True:
-            if not self._relayed:
-                self._wake = anyio.Event()
-                await self._wake.wait()
-            try:
-                while self._relayed:
-                    await self._state.client.publish(self._channel, self._relayed[0])
-                    self._relayed.popleft()
-                failures = 0
-            except (RedisError, OSError) as error:
-                if failures == 0:
-                    log.warning("cannot relay responses through Redis (%s); %d queued, retrying", error, len(self._relayed))
-                await _back_off(failures)
-                failures += 1
+        await self._outbox.run(lambda: bool(self._relayed), self._flush, lambda: len(self._relayed))
+
+    async def _flush(self) -> None:
+        while self._relayed:
+            await self._state.client.publish(self._channel, self._relayed[0])
+            self._relayed.popleft()
 
     def _heard(self, data: bytes) -> None:
         try:
