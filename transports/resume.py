@@ -152,23 +152,20 @@ class StreamStore:
 
     def find(self, event_id: str) -> ResumableStream | None:
         """The stream an event id belongs to, if it can still be resumed from there."""
-        stream = self.streams.get(event_id.rpartition(".")[0])
+        stream = self.streams.get(_stream_of(event_id))
         if stream is None:
             return None
-        number = _number(event_id)
         oldest = min((_number(eid) for sid, eid, _ in self._events if sid == stream.stream_id), default=stream.last + 1)
-        if number < oldest - 1 or number > stream.last:
-            return None  # events after it were already dropped, or it was never sent
-        return stream
+        return stream if _resumable(_number(event_id), oldest, stream.last) else None
 
 
 def kept_after(kept: list[StoredEvent], event_id: str) -> list[StoredEvent] | None:
     """The kept events of `event_id`'s stream that came after it; None when the stream cannot be
     resumed from there (events after it already left the store, or it was never sent)."""
-    stream_id, number = event_id.rpartition(".")[0], _number(event_id)
-    mine = [event for event in kept if event[0].rpartition(".")[0] == stream_id]
+    stream_id, number = _stream_of(event_id), _number(event_id)
+    mine = [event for event in kept if _stream_of(event[0]) == stream_id]
     numbers = [_number(kept_id) for kept_id, _, _ in mine]
-    if not numbers or number < min(numbers) - 1 or number > max(numbers):
+    if not numbers or not _resumable(number, min(numbers), max(numbers)):
         return None
     return [event for event in mine if _number(event[0]) > number]
 
@@ -177,7 +174,7 @@ async def replay_kept(store: SessionStore, session: Session, event_id: str, back
                       sink: HttpWriter) -> None:
     """Send the rest of a stream another process serves, from the shared store: `backlog`, then the
     events kept after `cursor` as they come, until its response (or the session's end)."""
-    stream_id = event_id.rpartition(".")[0]
+    stream_id = _stream_of(event_id)
     events, opened = backlog, False
     while True:
         final = next(((message, kept_id) for kept_id, message, last in events if last), None)
@@ -195,7 +192,17 @@ async def replay_kept(store: SessionStore, session: Session, event_id: str, back
         except McpError as unreachable:  # the stream breaks off; the client may resume again
             log.warning("a resumed stream of session events ends early: %s", unreachable.message)
             return
-        events = [event for event in batch if event[0].rpartition(".")[0] == stream_id]
+        events = [event for event in batch if _stream_of(event[0]) == stream_id]
+
+
+def _stream_of(event_id: str) -> str:
+    return event_id.rpartition(".")[0]
+
+
+def _resumable(number: int, oldest: int, last: int) -> bool:
+    """Whether a stream can go on after its event `number`: every event after it is still stored
+    (the oldest stored comes right after it or earlier), and it was sent."""
+    return oldest - 1 <= number <= last
 
 
 def _number(event_id: str) -> int:
