@@ -194,6 +194,13 @@ async def test_wrk_script_sends_calls_lists_and_sse_calls_a_real_server_answers(
 # per-round ratios and their spread
 
 
+def test_each_round_starts_with_the_next_server_so_none_always_runs_first() -> None:
+    servers = [compare.mcpcore(name, "mcpcore", "async") for name in ("a", "b", "c")]
+    orders = [[server.label for server in compare.in_turn(servers, round_number)] for round_number in (1, 2, 3, 4)]
+    assert orders == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]]
+    assert compare.in_turn([], 2) == []
+
+
 def test_ratios_pair_rounds_and_drop_the_rounds_where_either_side_failed() -> None:
     runs = [{"rps": 80.0}, compare.failed("did not start"), {"rps": 90.0}, {"rps": 70.0}]
     ceiling = [{"rps": 100.0}, {"rps": 100.0}, {"rps": 0.0}, {"rps": 140.0}]
