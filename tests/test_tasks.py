@@ -820,3 +820,19 @@ async def test_on_every_transport_a_listen_for_tasks_refuses_a_client_that_does_
     assert refused["error"]["code"] == -32021
     assert refused["error"]["data"]["requiredCapabilities"] == {"extensions": {TASKS: {}}}
 
+
+async def test_on_every_transport_a_protocol_error_fails_the_task_with_the_error_inlined(wire: TaskWire) -> None:
+    task_id = await wire.start("protocol_error")
+    task = await poll(lambda: wire.task(task_id))
+    assert task["status"] == "failed" and "result" not in task and task["statusMessage"] == "quota exceeded"
+    assert task["error"] == {"code": 4001, "message": "quota exceeded", "data": {"retryIn": 5}}
+
+
+async def test_on_every_transport_cancel_of_a_long_task_acks_and_settles_it_as_cancelled(wire: TaskWire) -> None:
+    task_id = await wire.start("nap", {"seconds": 3600})
+    acked = await wire.result("tasks/cancel", taskId=task_id)
+    task = await wire.task(task_id)  # settled before the ack: no polling needed
+    again = await wire.result("tasks/cancel", taskId=task_id)
+    assert outcome_of(acked) == outcome_of(again) == {"resultType": "complete"}
+    assert task["status"] == "cancelled" and not {"result", "error", "inputRequests"} & set(task)
+    assert detailed(await wire.task(task_id)) == detailed(task)
