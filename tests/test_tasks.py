@@ -552,6 +552,20 @@ async def _until_gone(client: Client, task_id: str) -> InvalidParams:
     raise AssertionError(f"task {task_id} never expired")
 
 
+@pytest.mark.parametrize("setting, value", [
+    ("ttl_ms", 0), ("ttl_ms", -1), ("ttl_ms", 1.5), ("ttl_ms", True), ("poll_interval_ms", -1),
+    ("poll_interval_ms", None), ("max_tasks", "10"), ("max_tasks_per_principal", -1),
+])
+def test_configure_refuses_a_value_out_of_range_and_changes_nothing(setting: str, value: Any) -> None:
+    """A TTL of 0 would make every task unknown before its handle is sent: such values are refused at once."""
+    configured = tasks_server()[0].tasks
+    before = {name: getattr(configured, name) for name in ("ttl_ms", "poll_interval_ms", "max_tasks", "max_tasks_per_principal")}
+    valid = {name: 7 for name in ("poll_interval_ms", "max_tasks") if name != setting}  # given first: not kept either
+    with pytest.raises(ValueError, match=setting):
+        configured.configure(**valid, **{setting: value})
+    assert {name: getattr(configured, name) for name in before} == before
+
+
 async def test_a_task_past_its_ttl_is_unknown() -> None:
     server, _ = tasks_server()
     server.tasks.configure(ttl_ms=50)
