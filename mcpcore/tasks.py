@@ -60,6 +60,8 @@ _SWEEP_SECONDS = 1.0  # how often, at most, expired tasks are swept
 MAX_ROUNDS = 1_000  # rounds one task may run, answered ones included (an InputRequired without requests
 # starts the next round at once: without a bound, such a function would spin)
 _STORE_RETRIES = (0.1, 0.2, 0.5, 1, 2, 4, 8, 16)  # waits between tries of a run's store operation: about 30 s in all
+_LEAST = {"ttl_ms": 1, "poll_interval_ms": 0, "max_tasks": 0, "max_tasks_per_principal": 0}  # each setting's lowest value
+# (a TTL of 0 would make a task unknown before its handle is sent: the spec wants tasks/get to find it by then)
 
 
 class Tasks:
@@ -87,10 +89,16 @@ class Tasks:
         server.subscriptions.describers[TASK] = self._describe
 
     def configure(self, **settings: Any) -> Tasks:
-        """Set any of the settings by name: `server.tasks.configure(ttl_ms=600_000)`."""
+        """Set any of the settings by name: `server.tasks.configure(ttl_ms=600_000)`; all of them or,
+        when one is unknown or out of range, none."""
         for name, value in settings.items():
-            if name not in ("store", "ttl_ms", "poll_interval_ms", "max_tasks", "max_tasks_per_principal"):
+            if name != "store" and name not in _LEAST:
                 raise TypeError(f"Tasks has no setting {name!r}")
+            if name in _LEAST and not (name == "ttl_ms" and value is None) and (
+                    not isinstance(value, int) or isinstance(value, bool) or value < _LEAST[name]):
+                unlimited = " or None (kept until the server stops)" if name == "ttl_ms" else ""
+                raise ValueError(f"{name} must be an integer >= {_LEAST[name]}{unlimited}, not {value!r}")
+        for name, value in settings.items():
             setattr(self, name, value)
         return self
 

@@ -137,7 +137,8 @@ def mcp_headers(message: dict[str, Any], **extra: str) -> dict[str, str]:
     if "method" in message:
         headers["mcp-method"] = message["method"]
         params = message.get("params") or {}
-        name = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}.get(message["method"])
+        name = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+                "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}.get(message["method"])
         if name and isinstance(params.get(name), str):
             headers["mcp-name"] = params[name]
     headers.update(extra)

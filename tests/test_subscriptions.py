@@ -42,8 +42,8 @@ def run_command(attr: str = "build", *extra: str) -> list[str]:
     return [sys.executable, "-m", "mcpcore", "run", f"{LISTEN_SERVER}:{attr}", *extra]
 
 
-def listen(sub_id: Any, **wanted: Any) -> dict[str, Any]:
-    return request("subscriptions/listen", sub_id, notifications=wanted)
+def listen(sub_id: Any, _meta: dict[str, Any] | None = None, **wanted: Any) -> dict[str, Any]:
+    return request("subscriptions/listen", sub_id, _meta, notifications=wanted)
 
 
 class WatchedBus(LocalBus):
@@ -136,7 +136,8 @@ class Side:
     def __init__(self) -> None:
         self._ids = count(1)
 
-    async def listen(self, sub_id: Any, **wanted: Any) -> Sub:
+    async def listen(self, sub_id: Any, _meta: dict[str, Any] | None = None, **wanted: Any) -> Sub:
+        """Open a subscription (`_meta`: the request's, when not the default one)."""
         raise NotImplementedError
 
     async def call(self, method: str, **params: Any) -> dict[str, Any]:
@@ -158,8 +159,8 @@ class StdioSide(Side):
         self.client = client
         self.hub = StdioHub(client)
 
-    async def listen(self, sub_id: Any, **wanted: Any) -> Sub:
-        await self.client.send(listen(sub_id, **wanted))
+    async def listen(self, sub_id: Any, _meta: dict[str, Any] | None = None, **wanted: Any) -> Sub:
+        await self.client.send(listen(sub_id, _meta, **wanted))
         return await _acknowledged(sub_id, lambda: self.hub.next_for(sub_id))
 
     async def call(self, method: str, **params: Any) -> dict[str, Any]:
@@ -185,10 +186,10 @@ class HttpSide(Side):
         self.streams = streams
         self.sse: dict[Any, SseStream] = {}
 
-    async def listen(self, sub_id: Any, **wanted: Any) -> Sub:
+    async def listen(self, sub_id: Any, _meta: dict[str, Any] | None = None, **wanted: Any) -> Sub:
         connection = await self.streams.enter_async_context(HttpClient.connect(self.http))
         stream = SseStream(connection)
-        await stream.open(listen(sub_id, **wanted))
+        await stream.open(listen(sub_id, _meta, **wanted))
         self.sse[sub_id] = stream
         return await _acknowledged(sub_id, stream.next)
 

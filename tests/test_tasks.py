@@ -7,9 +7,10 @@ for task handles, `tasks/*` results and `notifications/tasks`, against the Tasks
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from datetime import datetime
-from typing import Any, Awaitable, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 import anyio
 import pytest
@@ -20,6 +21,8 @@ from mcpcore import Context, Elicit, InputRequired, McpError, Server, ToolError,
 from mcpcore.testing import Client
 from mcpcore.wire import InvalidParams
 from memory import exchange
+from stdio_client import serve
+from test_subscriptions import HttpSide, Side, StdioSide, Sub
 
 pytestmark = pytest.mark.anyio
 
@@ -29,6 +32,7 @@ TERMINAL = ("completed", "failed", "cancelled")
 CONFIRM = {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 TASK_FIELDS = {"resultType", "taskId", "status", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs", "_meta"}
+WIRE_CAPABILITIES = {"extensions": DECLARING, "elicitation": {"form": {}}}  # what requests sent by hand declare
 
 
 class Probe:
@@ -140,6 +144,9 @@ def stdio_server() -> Server:
     return tasks_server()[0]
 
 
+STDIO_COMMAND = [sys.executable, "-m", "mcpcore", "run", f"{ROOT / 'tests' / 'test_tasks.py'}:stdio_server"]
+
+
 def unanswered(params: dict[str, Any]) -> Any:
     raise AssertionError(f"a task's input comes by tasks/update, not by a retry: {params}")
 
@@ -205,6 +212,22 @@ async def update(client: Client, task_id: str, responses: Any) -> dict[str, Any]
 async def wait_for(event: anyio.Event) -> None:
     with anyio.fail_after(5):
         await event.wait()
+
+
+def detailed(task: dict[str, Any]) -> dict[str, Any]:
+    """The DetailedTask in a `tasks/get` result or `notifications/tasks` params (without resultType, _meta)."""
+    return {key: value for key, value in task.items() if key not in ("resultType", "_meta")}
+
+
+async def heard_until(subscription: Any, until: tuple[str, ...]) -> dict[str, Any]:
+    """The first `notifications/tasks` on `subscription` whose task is in one of `until`, as a DetailedTask
+    (each read bounded by the subscription; a few changes in between may be heard, or coalesced)."""
+    for _ in range(20):
+        heard = await subscription.next()
+        assert heard is not None and heard["method"] == "notifications/tasks", heard
+        if heard["params"]["status"] in until:
+            return detailed(heard["params"])
+    raise AssertionError(f"no notification of a task in {until}")
 
 
 # -- discovery and creation ------------------------------------------------------
@@ -457,6 +480,50 @@ async def test_task_after_input_asks_in_the_request_and_the_retry_becomes_the_ta
     assert task["result"]["content"] == [{"type": "text", "text": "Hello, Ada, from a task"}]
 
 
+# -- notifications/tasks ------------------------------------------------------------
+
+
+async def test_a_listen_following_a_task_hears_it_complete_with_the_task_as_tasks_get_shows_it() -> None:
+    server, probe = tasks_server()
+    async with declaring(server) as client:
+        task_id = await start(client, "hold")
+        await wait_for(probe.started)
+        async with client.listen(task_ids=[task_id]) as subscription:
+            probe.release.set()
+            heard = await heard_until(subscription, TERMINAL)
+            polled = detailed(await get_task(client, task_id))
+    assert subscription.acknowledged["notifications"] == {"taskIds": [task_id]}
+    assert heard == polled and heard["status"] == "completed"
+    assert heard["result"]["content"] == [{"type": "text", "text": "released"}]
+
+
+async def test_a_listen_follows_only_the_callers_own_tasks_and_acknowledges_only_those() -> None:
+    server, probe = tasks_server()
+    async with declaring(server, principal="alice") as alice, declaring(server, principal="mallory") as mallory:
+        theirs = await start(alice, "hold")
+        await wait_for(probe.started)
+        mine = await start(mallory, "confirm_delete", {"filename": "m.txt"})
+        await poll_task(mallory, mine, until=("input_required",))
+        async with mallory.listen(task_ids=[theirs, "0" * 32, mine]) as subscription:
+            probe.release.set()
+            await poll_task(alice, theirs)  # alice's change comes first: were it followed, it would be heard first
+            await update(mallory, mine, {"confirmation": accept(confirm=True)})
+            heard = await subscription.next()
+    assert subscription.acknowledged["notifications"] == {"taskIds": [mine]}
+    assert heard["params"]["taskId"] == mine
+
+
+async def test_a_listen_for_tasks_refuses_a_client_that_does_not_declare_tasks() -> None:
+    server, _ = tasks_server()
+    async with declaring(server) as client, Client(server, strict=True) as plain:
+        task_id = await start(client, "echo", {"text": "hi"})
+        with pytest.raises(McpError) as refused:
+            async with plain.listen(task_ids=[task_id]):
+                raise AssertionError("the listen was acknowledged")
+    assert refused.value.code == -32021
+    assert refused.value.data["requiredCapabilities"] == {"extensions": {TASKS: {}}}
+
+
 # -- limits and expiry ----------------------------------------------------------------
 
 
@@ -483,6 +550,20 @@ async def _until_gone(client: Client, task_id: str) -> InvalidParams:
             return gone
         await anyio.sleep(0.01)
     raise AssertionError(f"task {task_id} never expired")
+
+
+@pytest.mark.parametrize("setting, value", [
+    ("ttl_ms", 0), ("ttl_ms", -1), ("ttl_ms", 1.5), ("ttl_ms", True), ("poll_interval_ms", -1),
+    ("poll_interval_ms", None), ("max_tasks", "10"), ("max_tasks_per_principal", -1),
+])
+def test_configure_refuses_a_value_out_of_range_and_changes_nothing(setting: str, value: Any) -> None:
+    """A TTL of 0 would make every task unknown before its handle is sent: such values are refused at once."""
+    configured = tasks_server()[0].tasks
+    before = {name: getattr(configured, name) for name in ("ttl_ms", "poll_interval_ms", "max_tasks", "max_tasks_per_principal")}
+    valid = {name: 7 for name in ("poll_interval_ms", "max_tasks") if name != setting}  # given first: not kept either
+    with pytest.raises(ValueError, match=setting):
+        configured.configure(**valid, **{setting: value})
+    assert {name: getattr(configured, name) for name in before} == before
 
 
 async def test_a_task_past_its_ttl_is_unknown() -> None:
@@ -529,9 +610,12 @@ async def test_the_end_of_the_lifespan_cancels_a_running_task_and_marks_it_faile
 # -- over HTTP --------------------------------------------------------------------
 
 
+def declaring_meta() -> dict[str, Any]:
+    return meta(**{"io.modelcontextprotocol/clientCapabilities": WIRE_CAPABILITIES})
+
+
 def http_message(method: str, request_id: int, **params: Any) -> dict[str, Any]:
-    caps = {"extensions": DECLARING, "elicitation": {"form": {}}}
-    return request(method, request_id, _meta=meta(**{"io.modelcontextprotocol/clientCapabilities": caps}), **params)
+    return request(method, request_id, _meta=declaring_meta(), **params)
 
 
 async def http_start(http: Any, tool: str, arguments: dict[str, Any] | None = None) -> str:
@@ -547,8 +631,10 @@ async def http_call(client: HttpClient, method: str, task_id: str, mcp_name: str
     """A tasks/* POST; `mcp_name` "" mirrors the taskId, None sends no Mcp-Name."""
     message = http_message(method, 2, taskId=task_id, **params)
     headers = mcp_headers(message)
-    if mcp_name is not None:
-        headers["mcp-name"] = mcp_name or task_id
+    if mcp_name is None:
+        del headers["mcp-name"]
+    elif mcp_name:
+        headers["mcp-name"] = mcp_name
     return await client.post(message, headers)
 
 
@@ -617,8 +703,7 @@ async def test_over_http_input_is_given_by_tasks_update() -> None:
 
 
 def stdio_client() -> Client:
-    command = [sys.executable, "-m", "mcpcore", "run", f"{ROOT / 'tests' / 'test_tasks.py'}:stdio_server"]
-    return Client.stdio(command, extensions=DECLARING, elicit=unanswered, strict=True)
+    return Client.stdio(STDIO_COMMAND, extensions=DECLARING, elicit=unanswered, strict=True)
 
 
 async def test_over_stdio_a_task_is_polled_to_completion() -> None:
@@ -677,3 +762,91 @@ async def test_a_status_message_the_store_cannot_take_is_lost_but_the_task_goes_
         task_id = await start(client, "report")
         finished = await poll(lambda: get_task(client, task_id))
     assert finished["status"] == "completed" and finished["result"]["content"][0]["text"] == "reported"
+
+
+# -- on every transport: stdio to a subprocess, HTTP (built-in and ASGI) on 127.0.0.1 ----------
+
+
+class TaskWire:
+    """A client declaring the Tasks extension on one real transport: a side of test_subscriptions (its calls,
+    and listen streams read while calls go on), with every request's `_meta` declaring the extension."""
+
+    def __init__(self, side: Side) -> None:
+        self.side = side
+
+    async def call(self, method: str, **params: Any) -> dict[str, Any]:
+        """A request (declaring the extension unless `_meta` is given); its response."""
+        params.setdefault("_meta", declaring_meta())
+        return await self.side.call(method, **params)
+
+    async def result(self, method: str, **params: Any) -> dict[str, Any]:
+        response = await self.call(method, **params)
+        assert "result" in response, response
+        return response["result"]
+
+    async def start(self, tool: str, arguments: dict[str, Any] | None = None) -> str:
+        return assert_created(await self.result("tools/call", name=tool, arguments=arguments or {}))
+
+    async def task(self, task_id: str) -> dict[str, Any]:
+        return await self.result("tasks/get", taskId=task_id)
+
+    async def listen(self, sub_id: str, task_ids: list[str]) -> Sub:
+        return await self.side.listen(sub_id, declaring_meta(), taskIds=task_ids)
+
+
+@contextlib.asynccontextmanager
+async def open_wire(kind: str) -> AsyncIterator[TaskWire]:
+    """The tasks server on `kind`: a `mcpcore run` subprocess (reaped on exit), or served over HTTP."""
+    if kind == "stdio":
+        async with serve(STDIO_COMMAND) as client:
+            yield TaskWire(StdioSide(client))
+        return
+    async with running(tasks_server()[0], via="asgi" if kind == "asgi" else "h11") as http, \
+            HttpClient.connect(http) as caller, contextlib.AsyncExitStack() as streams:
+        yield TaskWire(HttpSide(http, caller, streams))
+
+
+@pytest.fixture(params=["stdio", "http", "asgi"])
+async def wire(request: pytest.FixtureRequest) -> AsyncIterator[TaskWire]:
+    async with open_wire(request.param) as opened:
+        yield opened
+
+
+async def test_on_every_transport_a_listen_hears_a_task_ask_for_input_and_complete(wire: TaskWire) -> None:
+    task_id = await wire.start("confirm_twice")
+    await poll(lambda: wire.task(task_id), until=("input_required",))
+    subscription = await wire.listen("following", [task_id, "0" * 32])
+    await wire.result("tasks/update", taskId=task_id, inputResponses={"confirm": accept(confirm=True)})
+    asking = await heard_until(subscription, ("input_required",))
+    assert asking == detailed(await wire.task(task_id))
+    (key,) = asking["inputRequests"]
+    await wire.result("tasks/update", taskId=task_id, inputResponses={key: accept(confirm=False)})
+    done = await heard_until(subscription, TERMINAL)
+    assert subscription.ack["params"]["notifications"] == {"taskIds": [task_id]}
+    assert key != "confirm" and asking["inputRequests"][key]["params"]["message"] == "Really sure?"
+    assert done == detailed(await wire.task(task_id))
+    assert done["result"]["content"] == [{"type": "text", "text": "first=True second=False"}]
+
+
+async def test_on_every_transport_a_listen_for_tasks_refuses_a_client_that_does_not_declare_tasks(wire: TaskWire) -> None:
+    task_id = await wire.start("echo", {"text": "hi"})
+    refused = await wire.call("subscriptions/listen", _meta=meta(), notifications={"taskIds": [task_id]})
+    assert refused["error"]["code"] == -32021
+    assert refused["error"]["data"]["requiredCapabilities"] == {"extensions": {TASKS: {}}}
+
+
+async def test_on_every_transport_a_protocol_error_fails_the_task_with_the_error_inlined(wire: TaskWire) -> None:
+    task_id = await wire.start("protocol_error")
+    task = await poll(lambda: wire.task(task_id))
+    assert task["status"] == "failed" and "result" not in task and task["statusMessage"] == "quota exceeded"
+    assert task["error"] == {"code": 4001, "message": "quota exceeded", "data": {"retryIn": 5}}
+
+
+async def test_on_every_transport_cancel_of_a_long_task_acks_and_settles_it_as_cancelled(wire: TaskWire) -> None:
+    task_id = await wire.start("nap", {"seconds": 3600})
+    acked = await wire.result("tasks/cancel", taskId=task_id)
+    task = await wire.task(task_id)  # settled before the ack: no polling needed
+    again = await wire.result("tasks/cancel", taskId=task_id)
+    assert outcome_of(acked) == outcome_of(again) == {"resultType": "complete"}
+    assert task["status"] == "cancelled" and not {"result", "error", "inputRequests"} & set(task)
+    assert detailed(await wire.task(task_id)) == detailed(task)
