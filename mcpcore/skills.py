@@ -186,6 +186,9 @@ class Skills:
         self.server = server
         self._entries: dict[str, dict[str, Any]] = {}  # SKILL.md URI → skills/list entry, in load order
         self._directories: dict[str, dict[str, dict[str, Any]]] = {}  # directory URI → child URI → its listing
+        # The extension's files are read through resources/read, so a host needs the resources capability to
+        # read them, even before (or without) any skill being loaded.
+        server.offers_resources = True
         extension = server.extension(EXTENSION, {"directoryRead": True})
         # A host calls these after reading server/discover; its own capabilities need not name the extension.
         extension.method("skills/list", declared=False)(self._list)

@@ -76,6 +76,15 @@ async def test_discover_declares_the_extension_with_directory_read_and_the_resou
     assert "resources" in capabilities
 
 
+async def test_a_server_with_no_skill_loaded_still_declares_and_serves_resources(tmp_path: Path) -> None:
+    """The suite's sep-2640-capability-requires-resources: declaring the extension commits to resources/read."""
+    async with Client(served(tmp_path), strict=True) as client:
+        capabilities = (await client.discover())["capabilities"]
+        assert await client.list_resources() == []
+        assert (await client.request("skills/list")).result["skills"] == []
+    assert EXTENSION in capabilities["extensions"] and "resources" in capabilities
+
+
 async def test_skills_list_carries_verbatim_front_matter_and_a_complete_digested_manifest(library: Path) -> None:
     async with Client(served(library), strict=True) as client:
         result = (await client.request("skills/list")).result
