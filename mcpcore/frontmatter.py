@@ -14,6 +14,7 @@ and the fix, never guessed at.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -77,7 +78,10 @@ def _resolve(plain: str, where: str) -> Any:
             raise FrontMatterError(f"{where}: {plain} is too large to survive JSON; quote it to keep it as text")
         return number
     if _FLOAT.fullmatch(plain):
-        return float(plain)
+        number = float(plain)
+        if math.isinf(number):  # 1e400: YAML reads infinity, which JSON renders as null
+            raise FrontMatterError(f"{where}: {plain} is beyond a JSON number's range; quote it to keep it as text")
+        return number
     return plain
 
 

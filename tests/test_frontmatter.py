@@ -108,6 +108,8 @@ def test_a_file_without_a_delimited_block_at_its_start_is_refused(markdown: str)
     ('a: "\\q"\n', 4, "not a YAML escape"),
     ('a: "\\ud800"\n', 4, "not a character"),
     ("a: .inf\n", 4, "not a JSON number"),
+    ("a: 1e400\n", 4, "beyond a JSON number's range"),
+    ("a: -1e400\n", 4, "beyond a JSON number's range"),
     ("a: 9007199254740993\n", 4, "too large to survive JSON"),
     ("a: |2\n  x\n", 4, "no indentation digit"),
     ("a: >\n  x\n    more\n", 4, "more-indented lines"),
