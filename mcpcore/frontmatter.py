@@ -61,7 +61,10 @@ def parse_front_matter(markdown: str) -> dict[str, Any]:
     if block is None:
         raise FrontMatterError("SKILL.md must begin with YAML front matter: "
                                "a '---' line, the fields, then a '---' line")
-    return _Parser(_LINE_BREAK.split(block.group(1))).document()
+    lines = _LINE_BREAK.split(block.group(1))
+    if len(lines) > 1 and not lines[-1]:  # a last line break ends the last line; it opens no empty one (a `|+` keeps it)
+        lines.pop()
+    return _Parser(lines).document()
 
 
 def _resolve(plain: str, where: str) -> Any:
