@@ -102,7 +102,13 @@ def _text_or_bytes(data: bytes) -> str | bytes:
 
 def _skill_path(path: str) -> Place:
     """A skill path from code (`git-workflow`, `acme/billing/refunds`), checked."""
-    segments = tuple(path.split("/"))
+    return _checked_skill_path(tuple(path.split("/")))
+
+
+def _checked_skill_path(segments: Place) -> Place:
+    """A skill path whose first segment is a URI reg-name (the authority) and the others URI path segments,
+    from code or from the directories on disk alike."""
+    path = "/".join(segments)
     for index, segment in enumerate(segments):
         pattern = _AUTHORITY if index == 0 else _SEGMENT
         if segment in ("", ".", "..") or not pattern.fullmatch(segment):
@@ -213,6 +219,8 @@ class Skills:
         if not base.is_dir():
             raise SkillError(f"{base}: not a directory")
         skills, contents, directories = _scan(base)
+        for skill in skills:
+            _checked_skill_path(skill)
         return self._publish(skills, contents, directories)
 
     # -- loading ----------------------------------------------------------

@@ -297,6 +297,18 @@ def test_names_and_paths_outside_the_rules_are_refused(path: str, name: str, fra
     assert fragment in str(refused.value)
 
 
+@pytest.mark.parametrize("path, fragment", [
+    ("my team/demo", "'my team' is not the URI authority"),
+    ("acme/my team/demo", "'my team' is not a URI path segment"),
+    ("équipe/demo", "'équipe' is not the URI authority"),
+])
+def test_directories_on_disk_follow_the_same_path_rules_as_skills_from_code(tmp_path: Path, path: str, fragment: str) -> None:
+    """Not percent-encoded into a URI that a skill from code could not have."""
+    root = write(tmp_path, {f"{path}/SKILL.md": skill_md("demo")})
+    with pytest.raises(SkillError, match=fragment):
+        served(root)
+
+
 @pytest.mark.parametrize("markdown, fragment", [
     ("# no front matter\n", "must begin with YAML front matter"),
     ("---\nname: demo\n---\n", "description must be text of 1 to 1024 characters"),
