@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from conftest import ROOT, request
@@ -447,12 +448,18 @@ async def check_the_examples(client: Client) -> None:
         assert resource == {"uri": resource["uri"], **digest(path.read_bytes())}
     children = (await client.request("resources/directory/read", {"uri": "skill://code-review"})).result["resources"]
     assert {"uri": "skill://code-review/references", "name": "references", "mimeType": "inode/directory"} in children
+    listed_md = {r["uri"]: r for r in await client.list_resources()}[review["uri"]]
+    assert (listed_md["name"], listed_md["mimeType"]) == ("code-review", "text/markdown")
+    with pytest.raises(McpError) as unknown:
+        await client.request("skills/get", {"uri": "skill://nope/SKILL.md"})
+    assert unknown.value.code == -32602
 
 
 async def test_the_example_skills_over_stdio() -> None:
     command = [sys.executable, "-m", "mcpcore", "run", str(EVERYTHING)]
     async with Client.stdio(command, strict=True) as client:
-        await check_the_examples(client)
+        with anyio.fail_after(30):
+            await check_the_examples(client)
 
 
 @pytest.mark.usefixtures("http_flavour")
@@ -461,4 +468,5 @@ async def test_the_example_skills_over_http() -> None:
 
     async with running(served(EXAMPLES)) as http:
         async with Client.http(f"http://127.0.0.1:{http.port}/mcp", strict=True) as client:
-            await check_the_examples(client)
+            with anyio.fail_after(30):
+                await check_the_examples(client)
