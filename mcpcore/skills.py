@@ -317,13 +317,13 @@ def _scan(root: Path) -> tuple[list[Place], dict[Place, Content], set[Place]]:
             if not place:
                 raise SkillError(f"{root} is itself a skill: pass the directory that holds it")
             skills.append(place)
+        for name in dirnames:  # os.walk does not enter them: refused rather than silently left out, above a skill too
+            if Path(here, name).is_symlink():
+                raise SkillError(f"{Path(here, name)}: a symlinked directory is not served; copy it, or link its files")
         owners = [skill for skill in skills if place[: len(skill)] == skill]
         if not owners:
             continue  # above any skill: only a prefix of skill paths
         directories.add(place)
-        for name in dirnames:
-            if Path(here, name).is_symlink():
-                raise SkillError(f"{Path(here, name)}: a symlinked directory is not served; copy it, or link its files")
         home = root.joinpath(*max(owners, key=len)).resolve()
         for name in names:
             data = _read_file(Path(here, name), home)

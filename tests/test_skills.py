@@ -404,6 +404,14 @@ def test_a_symlinked_directory_is_refused(tmp_path: Path) -> None:
         served(root)
 
 
+def test_a_symlinked_skill_directory_is_refused_not_silently_left_out(tmp_path: Path) -> None:
+    root = write(tmp_path, {"elsewhere/demo/SKILL.md": skill_md("demo")}) / "skills"
+    root.mkdir()
+    (root / "demo").symlink_to(tmp_path / "elsewhere" / "demo", target_is_directory=True)
+    with pytest.raises(SkillError, match="demo: a symlinked directory is not served"):
+        served(root)
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
 def test_a_special_file_is_refused_without_being_opened(tmp_path: Path) -> None:
     root = write(tmp_path, {"demo/SKILL.md": skill_md("demo")})
