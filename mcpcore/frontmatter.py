@@ -14,6 +14,7 @@ and the fix, never guessed at.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -60,7 +61,10 @@ def parse_front_matter(markdown: str) -> dict[str, Any]:
     if block is None:
         raise FrontMatterError("SKILL.md must begin with YAML front matter: "
                                "a '---' line, the fields, then a '---' line")
-    return _Parser(_LINE_BREAK.split(block.group(1))).document()
+    lines = _LINE_BREAK.split(block.group(1))
+    if len(lines) > 1 and not lines[-1]:  # a last line break ends the last line; it opens no empty one (a `|+` keeps it)
+        lines.pop()
+    return _Parser(lines).document()
 
 
 def _resolve(plain: str, where: str) -> Any:
@@ -77,7 +81,10 @@ def _resolve(plain: str, where: str) -> Any:
             raise FrontMatterError(f"{where}: {plain} is too large to survive JSON; quote it to keep it as text")
         return number
     if _FLOAT.fullmatch(plain):
-        return float(plain)
+        number = float(plain)
+        if math.isinf(number):  # 1e400: YAML reads infinity, which JSON renders as null
+            raise FrontMatterError(f"{where}: {plain} is beyond a JSON number's range; quote it to keep it as text")
+        return number
     return plain
 
 

@@ -111,6 +111,7 @@ class Server:
         self.mask_errors = mask_errors  # a tool's unexpected exception: a generic message and a logged reference
         self.custom_routes: dict[str, CustomRoute] = {}  # plain HTTP routes beside the endpoint (routes.py)
         self.extensions: dict[str, Extension] = {}  # by identifier (extensions.py)
+        self.offers_resources = False  # True: resources are announced and served even while none is registered
         self._tasks: Tasks | None = None  # the Tasks extension, once a tool or the app asks for it
         self.metrics: Metrics | None = None  # counted when on; the HTTP server serves /metrics
         if metrics:
@@ -286,7 +287,7 @@ class Server:
         return len(self.tools) > 0
 
     def has_resources(self) -> bool:
-        return len(self.resources) + len(self.templates) > 0
+        return self.offers_resources or len(self.resources) + len(self.templates) > 0
 
     def has_prompts(self) -> bool:
         return len(self.prompts) > 0

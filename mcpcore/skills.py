@@ -102,7 +102,13 @@ def _text_or_bytes(data: bytes) -> str | bytes:
 
 def _skill_path(path: str) -> Place:
     """A skill path from code (`git-workflow`, `acme/billing/refunds`), checked."""
-    segments = tuple(path.split("/"))
+    return _checked_skill_path(tuple(path.split("/")))
+
+
+def _checked_skill_path(segments: Place) -> Place:
+    """A skill path whose first segment is a URI reg-name (the authority) and the others URI path segments,
+    from code or from the directories on disk alike."""
+    path = "/".join(segments)
     for index, segment in enumerate(segments):
         pattern = _AUTHORITY if index == 0 else _SEGMENT
         if segment in ("", ".", "..") or not pattern.fullmatch(segment):
@@ -186,6 +192,9 @@ class Skills:
         self.server = server
         self._entries: dict[str, dict[str, Any]] = {}  # SKILL.md URI → skills/list entry, in load order
         self._directories: dict[str, dict[str, dict[str, Any]]] = {}  # directory URI → child URI → its listing
+        # The extension's files are read through resources/read, so a host needs the resources capability to
+        # read them, even before (or without) any skill being loaded.
+        server.offers_resources = True
         extension = server.extension(EXTENSION, {"directoryRead": True})
         # A host calls these after reading server/discover; its own capabilities need not name the extension.
         extension.method("skills/list", declared=False)(self._list)
@@ -210,6 +219,8 @@ class Skills:
         if not base.is_dir():
             raise SkillError(f"{base}: not a directory")
         skills, contents, directories = _scan(base)
+        for skill in skills:
+            _checked_skill_path(skill)
         return self._publish(skills, contents, directories)
 
     # -- loading ----------------------------------------------------------
@@ -306,13 +317,13 @@ def _scan(root: Path) -> tuple[list[Place], dict[Place, Content], set[Place]]:
             if not place:
                 raise SkillError(f"{root} is itself a skill: pass the directory that holds it")
             skills.append(place)
+        for name in dirnames:  # os.walk does not enter them: refused rather than silently left out, above a skill too
+            if Path(here, name).is_symlink():
+                raise SkillError(f"{Path(here, name)}: a symlinked directory is not served; copy it, or link its files")
         owners = [skill for skill in skills if place[: len(skill)] == skill]
         if not owners:
             continue  # above any skill: only a prefix of skill paths
         directories.add(place)
-        for name in dirnames:
-            if Path(here, name).is_symlink():
-                raise SkillError(f"{Path(here, name)}: a symlinked directory is not served; copy it, or link its files")
         home = root.joinpath(*max(owners, key=len)).resolve()
         for name in names:
             data = _read_file(Path(here, name), home)

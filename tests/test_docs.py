@@ -152,3 +152,40 @@ def test_the_guides_own_examples_answer_as_their_text_says() -> None:
             assert await client.complete({"type": "ref/resource", "uri": "notes://note/{number}"}, "number", "") == ["1", "2"]
 
     anyio.run(check)
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("http_flavour")
+async def test_the_extensions_pages_example_answers_as_its_text_says() -> None:
+    """docs/extensions.md: the announcement, the cut to maxLength, -32021 before the handler, result fields for
+    declaring clients only, and Mcp-Name required and compared over HTTP (-32020)."""
+    from conftest import meta, request
+    from http_client import HttpClient, mcp_headers, running
+    from mcpcore import McpError
+    from mcpcore.testing import Client
+
+    server = run_page(DOCS / "extensions.md")["server"]
+
+    @server.tool
+    def pair() -> list:
+        return ["a", "b"]  # two content items
+
+    declaring = {"com.example/echo": {}}
+    async with Client(server, strict=True, extensions=declaring) as client:
+        assert (await client.discover())["capabilities"]["extensions"] == {"com.example/echo": {"maxLength": 10}}
+        assert (await client.request("com.example/echo/say", {"word": "a-very-long-word"})).result["said"] == "a-very-lon"
+        assert (await client.call_tool("pair")).result["contentItems"] == 2
+    async with Client(server, strict=True) as client:
+        with pytest.raises(McpError) as refused:
+            await client.request("com.example/echo/say", {"word": "hi"})
+        assert refused.value.code == -32021 and refused.value.data["requiredCapabilities"] == {"extensions": declaring}
+        assert "contentItems" not in (await client.call_tool("pair")).result
+    say = request("com.example/echo/say", 1, word="hi",
+                  _meta=meta(**{"io.modelcontextprotocol/clientCapabilities": {"extensions": declaring}}))
+    async with running(server) as http, HttpClient.connect(http) as client:
+        with anyio.fail_after(20):
+            missing = await client.post(say)
+            differing = await client.post(say, mcp_headers(say, **{"mcp-name": "ho"}))
+            named = await client.post(say, mcp_headers(say, **{"mcp-name": "hi"}))
+    assert [reply.json.get("error", {}).get("code") for reply in (missing, differing)] == [-32020, -32020]
+    assert named.status == 200 and named.json["result"]["said"] == "hi"

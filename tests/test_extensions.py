@@ -2,41 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from typing import Any, Awaitable, Callable
 
+import anyio
 import pytest
 
-from conftest import meta, request
+from conftest import ROOT, meta, request
 from http_client import HttpClient, mcp_headers, running
-from mcpcore import Context, McpError, Server
+from mcpcore import McpError, Server
 from mcpcore.testing import Client
+from servers.extension_server import ECHO, extended
+from stdio_client import serve
 
 pytestmark = pytest.mark.anyio
-
-ECHO = "com.example/echo"
-
-
-def extended() -> Server:
-    server = Server("extended")
-    echo = server.extension(ECHO, {"maxLength": 10})
-
-    @server.tool
-    def plain(text: str) -> str:
-        return text
-
-    @echo.method("com.example/echo/say", name_field="word")
-    async def say(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-        return {"said": params["word"][: echo.settings["maxLength"]], "clientSettings": echo.declared(ctx)}
-
-    @echo.method("com.example/echo/open", declared=False)
-    def open_to_all(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
-        return {"open": True}
-
-    @echo.result_fields("tools/call")
-    def stamp(result: dict[str, Any], ctx: Context) -> dict[str, Any]:
-        return {"echoed": len(result["content"])}
-
-    return server
 
 
 async def test_discover_announces_the_extension_with_its_settings() -> None:
@@ -103,3 +82,56 @@ def test_names_the_protocol_or_another_extension_reserves_are_refused(name: str)
     server = Server("reserved")
     with pytest.raises(ValueError, match="is a method of the protocol or of another extension"):
         server.extension("com.example/mine").method(name)
+
+
+# -- end to end: a subprocess over real pipes, and a real socket -----------------------------
+
+Exchange = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]  # one request out, its response back
+SAY_NAME_FIELD = "word"  # what Mcp-Name mirrors for com.example/echo/say
+
+
+def asking(method: str, request_id: int, declared: dict[str, Any] | None, **params: Any) -> dict[str, Any]:
+    """A 2026-07-28 request from a client declaring the extension with `declared` settings (None: not at all)."""
+    capabilities = {} if declared is None else {"extensions": {ECHO: declared}}
+    return request(method, request_id, _meta=meta(**{"io.modelcontextprotocol/clientCapabilities": capabilities}), **params)
+
+
+async def converse(exchange: Exchange) -> None:
+    """What clients of the extension see on the wire, whatever carries it: the announcement, the opt-in method
+    (answered or refused -32021), the method open to all, and the result field for declaring clients only."""
+    discovered = await exchange(request("server/discover", 1))
+    assert discovered["result"]["capabilities"]["extensions"] == {ECHO: {"maxLength": 10}}
+    said = await exchange(asking("com.example/echo/say", 2, {"loud": True}, word="a-very-long-word"))
+    assert said["result"]["said"] == "a-very-lon" and said["result"]["clientSettings"] == {"loud": True}
+    refused = await exchange(asking("com.example/echo/say", 3, None, word="x"))
+    assert refused["error"]["code"] == -32021
+    assert refused["error"]["data"]["requiredCapabilities"] == {"extensions": {ECHO: {}}}
+    assert (await exchange(asking("com.example/echo/open", 4, None)))["result"]["open"] is True
+    stamped = await exchange(asking("tools/call", 5, {}, name="plain", arguments={"text": "hi"}))
+    unstamped = await exchange(asking("tools/call", 6, None, name="plain", arguments={"text": "hi"}))
+    assert stamped["result"]["echoed"] == 1 and "echoed" not in unstamped["result"]
+
+
+async def test_a_custom_extension_end_to_end_over_stdio() -> None:
+    command = [sys.executable, "-m", "mcpcore", "run", str(ROOT / "tests" / "servers" / "extension_server.py")]
+    async with serve(command) as client:
+
+        async def exchange(message: dict[str, Any]) -> dict[str, Any]:
+            await client.send(message)
+            with anyio.fail_after(20):
+                return await client.response_to(message["id"])
+
+        await converse(exchange)
+
+
+@pytest.mark.usefixtures("http_flavour")
+async def test_a_custom_extension_end_to_end_over_http() -> None:
+    async with running(extended()) as http, HttpClient.connect(http) as client:
+
+        async def exchange(message: dict[str, Any]) -> dict[str, Any]:
+            word = message["params"].get(SAY_NAME_FIELD) if message["method"] == "com.example/echo/say" else None
+            named = {"mcp-name": word} if word is not None else {}
+            with anyio.fail_after(20):
+                return (await client.post(message, mcp_headers(message, **named))).json
+
+        await converse(exchange)

@@ -69,6 +69,14 @@ def test_block_scalars_keep_or_fold_lines_and_chomp_as_indicated(header: str, va
     assert extra(f"text: {header}\n  one\n  two\n\n  after blank\n\nnext: x\n") == {"text": value, "next": "x"}
 
 
+@pytest.mark.parametrize("blank_lines, value", [(0, "x\n"), (1, "x\n"), (2, "x\n\n")])
+def test_a_kept_block_ending_the_front_matter_keeps_only_the_line_breaks_before_the_closing_line(
+        blank_lines: int, value: str) -> None:
+    """The block ends at the line break before the closing `---`: that break ends the last line, so one blank
+    line before `---` adds nothing and two add one (as the suite's `yaml` 2.9 reads the cut-out block)."""
+    assert extra("text: |+\n  x\n" + "\n" * blank_lines) == {"text": value}
+
+
 def test_a_literal_block_keeps_lines_indented_past_its_first() -> None:
     assert extra("text: |\n  a\n    more\n  b\n") == {"text": "a\n  more\nb\n"}
 
@@ -108,6 +116,8 @@ def test_a_file_without_a_delimited_block_at_its_start_is_refused(markdown: str)
     ('a: "\\q"\n', 4, "not a YAML escape"),
     ('a: "\\ud800"\n', 4, "not a character"),
     ("a: .inf\n", 4, "not a JSON number"),
+    ("a: 1e400\n", 4, "beyond a JSON number's range"),
+    ("a: -1e400\n", 4, "beyond a JSON number's range"),
     ("a: 9007199254740993\n", 4, "too large to survive JSON"),
     ("a: |2\n  x\n", 4, "no indentation digit"),
     ("a: >\n  x\n    more\n", 4, "more-indented lines"),

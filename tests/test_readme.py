@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import anyio
 import pytest
@@ -13,11 +14,15 @@ from memory import result_of
 pytestmark = pytest.mark.anyio
 
 
+def sample(page: str, index: int) -> str:
+    """Python example number `index` of `page` (README.md, docs/...)."""
+    return re.findall(r"```python\n(.*?)```", (ROOT / page).read_text(), re.S)[index]
+
+
 def sample_server(page: str, index: int):
-    """Run Python example number `index` of `page` (README.md, docs/...) and return its `server`."""
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / page).read_text(), re.S)
+    """Run Python example number `index` of `page` and return its `server`."""
     namespace: dict = {}
-    exec(compile(blocks[index], page, "exec"), namespace)
+    exec(compile(sample(page, index), page, "exec"), namespace)
     return namespace["server"]
 
 
@@ -60,6 +65,8 @@ async def test_readme_example_runs_a_task_and_serves_its_custom_extension() -> N
         assert refused.value.code == -32021
     extensions = {"io.modelcontextprotocol/tasks": {}, "com.example/units": {}}
     async with Client(server, extensions=extensions) as client:
+        announced = (await client.discover())["capabilities"]["extensions"]
+        assert announced["com.example/units"] == {"systems": ["c", "f"]}
         handle = (await client.request("tools/call", {"name": "season_outlook", "arguments": {"city": "Oslo"}})).result
         assert handle["resultType"] == "task"
         for _ in range(200):
@@ -70,6 +77,22 @@ async def test_readme_example_runs_a_task_and_serves_its_custom_extension() -> N
         assert task["result"]["content"][0]["text"] == "A mild season in Oslo"
         converted = await client.request("com.example/units/convert", {"unit": "f", "value": 20})
         assert converted.result["value"] == 68.0
+
+
+async def test_readme_custom_extension_over_a_stdio_subprocess(tmp_path: Path) -> None:
+    """The README's example as a file run by `mcpcore run`: its extension announced and served over real pipes."""
+    import sys
+
+    from mcpcore.testing import Client
+
+    target = tmp_path / "weather.py"
+    target.write_text(sample("README.md", 0))
+    command = [sys.executable, "-m", "mcpcore", "run", str(target)]
+    async with Client.stdio(command, cwd=str(ROOT), strict=True, extensions={"com.example/units": {}}) as client:
+        with anyio.fail_after(20):
+            announced = (await client.discover())["capabilities"]["extensions"]
+            converted = await client.request("com.example/units/convert", {"unit": "f", "value": 20})
+    assert announced["com.example/units"] == {"systems": ["c", "f"]} and converted.result["value"] == 68.0
 
 
 async def test_guide_asking_example_elicits_or_falls_back_to_sampling() -> None:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from conftest import ROOT, request
@@ -74,6 +75,15 @@ async def test_discover_declares_the_extension_with_directory_read_and_the_resou
         capabilities = (await client.discover())["capabilities"]
     assert capabilities["extensions"] == {EXTENSION: {"directoryRead": True}}
     assert "resources" in capabilities
+
+
+async def test_a_server_with_no_skill_loaded_still_declares_and_serves_resources(tmp_path: Path) -> None:
+    """The suite's sep-2640-capability-requires-resources: declaring the extension commits to resources/read."""
+    async with Client(served(tmp_path), strict=True) as client:
+        capabilities = (await client.discover())["capabilities"]
+        assert await client.list_resources() == []
+        assert (await client.request("skills/list")).result["skills"] == []
+    assert EXTENSION in capabilities["extensions"] and "resources" in capabilities
 
 
 async def test_skills_list_carries_verbatim_front_matter_and_a_complete_digested_manifest(library: Path) -> None:
@@ -288,6 +298,18 @@ def test_names_and_paths_outside_the_rules_are_refused(path: str, name: str, fra
     assert fragment in str(refused.value)
 
 
+@pytest.mark.parametrize("path, fragment", [
+    ("my team/demo", "'my team' is not the URI authority"),
+    ("acme/my team/demo", "'my team' is not a URI path segment"),
+    ("équipe/demo", "'équipe' is not the URI authority"),
+])
+def test_directories_on_disk_follow_the_same_path_rules_as_skills_from_code(tmp_path: Path, path: str, fragment: str) -> None:
+    """Not percent-encoded into a URI that a skill from code could not have."""
+    root = write(tmp_path, {f"{path}/SKILL.md": skill_md("demo")})
+    with pytest.raises(SkillError, match=fragment):
+        served(root)
+
+
 @pytest.mark.parametrize("markdown, fragment", [
     ("# no front matter\n", "must begin with YAML front matter"),
     ("---\nname: demo\n---\n", "description must be text of 1 to 1024 characters"),
@@ -382,6 +404,14 @@ def test_a_symlinked_directory_is_refused(tmp_path: Path) -> None:
         served(root)
 
 
+def test_a_symlinked_skill_directory_is_refused_not_silently_left_out(tmp_path: Path) -> None:
+    root = write(tmp_path, {"elsewhere/demo/SKILL.md": skill_md("demo")}) / "skills"
+    root.mkdir()
+    (root / "demo").symlink_to(tmp_path / "elsewhere" / "demo", target_is_directory=True)
+    with pytest.raises(SkillError, match="demo: a symlinked directory is not served"):
+        served(root)
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
 def test_a_special_file_is_refused_without_being_opened(tmp_path: Path) -> None:
     root = write(tmp_path, {"demo/SKILL.md": skill_md("demo")})
@@ -426,12 +456,18 @@ async def check_the_examples(client: Client) -> None:
         assert resource == {"uri": resource["uri"], **digest(path.read_bytes())}
     children = (await client.request("resources/directory/read", {"uri": "skill://code-review"})).result["resources"]
     assert {"uri": "skill://code-review/references", "name": "references", "mimeType": "inode/directory"} in children
+    listed_md = {r["uri"]: r for r in await client.list_resources()}[review["uri"]]
+    assert (listed_md["name"], listed_md["mimeType"]) == ("code-review", "text/markdown")
+    with pytest.raises(McpError) as unknown:
+        await client.request("skills/get", {"uri": "skill://nope/SKILL.md"})
+    assert unknown.value.code == -32602
 
 
 async def test_the_example_skills_over_stdio() -> None:
     command = [sys.executable, "-m", "mcpcore", "run", str(EVERYTHING)]
     async with Client.stdio(command, strict=True) as client:
-        await check_the_examples(client)
+        with anyio.fail_after(30):
+            await check_the_examples(client)
 
 
 @pytest.mark.usefixtures("http_flavour")
@@ -440,4 +476,5 @@ async def test_the_example_skills_over_http() -> None:
 
     async with running(served(EXAMPLES)) as http:
         async with Client.http(f"http://127.0.0.1:{http.port}/mcp", strict=True) as client:
-            await check_the_examples(client)
+            with anyio.fail_after(30):
+                await check_the_examples(client)
