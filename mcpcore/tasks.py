@@ -43,7 +43,8 @@ from .context import Context
 from .subscriptions import TASK, Change
 from .inputs import ElicitAnswer, InputRequired, SampleAnswer, parse_answer, read_answers
 from .taskstore import MemoryTaskStore, TaskRecord, TaskStore
-from .wire import INTERNAL_ERROR, INVALID_REQUEST, META_LOG_LEVEL, McpError, invalid_params, missing_capability
+from .wire import (INTERNAL_ERROR, INVALID_REQUEST, LATEST_VERSION, META_LOG_LEVEL, METHOD_NOT_FOUND, MODERN_VERSIONS, McpError,
+                   invalid_params, missing_capability)
 
 if TYPE_CHECKING:
     from .server import Server
@@ -112,6 +113,11 @@ class Tasks:
     async def call(self, tool: Tool, arguments: dict[str, Any], params: dict[str, Any], context: Context) -> dict[str, Any]:
         """Answer `tools/call` of a task-capable tool: as a task when the client declared the extension."""
         if self.extension.declared(context) is None:
+            if tool.task == "required" and context.protocol_version not in MODERN_VERSIONS:
+                # the 2025-era wire has neither the extension nor -32021; 2025-11-25 answers a call that
+                # cannot run as the tool requires with -32601
+                raise McpError(METHOD_NOT_FOUND, f"Tool {tool.key!r} runs only as a task, which needs protocol "
+                               f"version {LATEST_VERSION} and the {TASKS} extension")
             if tool.task == "required":
                 raise missing_capability({"extensions": {TASKS: {}}})
             return await tool.call(arguments, context)
@@ -119,8 +125,9 @@ class Tasks:
             return await tool.call(arguments, context)
         if not self.server.lifespan.entered:  # checked before a record exists that nothing would run
             raise RuntimeError("a task runs in the server's lifespan: serve the server (or enter `server.lifespan`) first")
-        record = await self._create(tool, arguments, params.get("inputResponses") or {}, context)
-        self.server.lifespan.spawn(self._run(record.task_id))
+        with anyio.CancelScope(shield=True):  # a record written is a task started, even if the request is cancelled
+            record = await self._create(tool, arguments, params.get("inputResponses") or {}, context)
+            self.server.lifespan.spawn(self._run(record.task_id))
         return {"resultType": "task", **_handle(record)}
 
     async def _create(self, tool: Tool, arguments: dict[str, Any], responses: Mapping[str, Any], context: Context) -> TaskRecord:

@@ -586,14 +586,17 @@ async def test_a_task_past_its_ttl_no_longer_counts_against_the_limit() -> None:
 # -- other eras, and the server's life ------------------------------------------------
 
 
-async def test_a_2025_session_gets_plain_results_or_minus_32021_and_no_tasks_methods() -> None:
+async def test_a_2025_session_gets_plain_results_or_minus_32601_and_no_tasks_methods() -> None:
+    """The 2025-era wire has no extensions and no -32021: a task-only tool is refused as 2025-11-25
+    refuses a call that cannot run as its tool requires."""
     async with Client(tasks_server()[0], era="2025-11-25", strict=True, extensions=DECLARING) as client:
         assert (await client.call_tool("echo", {"text": "hi"})).text == "echo: hi"
         with pytest.raises(McpError) as refused:
             await client.call_tool("must_poll", {"text": "hi"})
         with pytest.raises(McpError) as unrouted:
             await client.request("tasks/get", {"taskId": "0" * 32})
-    assert refused.value.code == -32021 and unrouted.value.code == -32601
+    assert refused.value.code == -32601 and "runs only as a task" in refused.value.message
+    assert unrouted.value.code == -32601
 
 
 async def test_the_end_of_the_lifespan_cancels_a_running_task_and_marks_it_failed() -> None:
@@ -762,6 +765,36 @@ async def test_a_status_message_the_store_cannot_take_is_lost_but_the_task_goes_
         task_id = await start(client, "report")
         finished = await poll(lambda: get_task(client, task_id))
     assert finished["status"] == "completed" and finished["result"]["content"][0]["text"] == "reported"
+
+
+async def test_a_call_cancelled_while_its_task_is_written_still_starts_the_task_it_wrote() -> None:
+    """A record that nothing runs would stay `working` until its TTL and count against the owner's limit."""
+    from mcpcore.taskstore import MemoryTaskStore
+
+    writing, written, created = anyio.Event(), anyio.Event(), []
+
+    class SlowStore(MemoryTaskStore):
+        async def create(self, record: Any) -> None:
+            writing.set()
+            await written.wait()  # a shared store's round trip, while the request is cancelled
+            await super().create(record)
+            created.append(record.task_id)
+
+    server, _ = tasks_server()
+    store = SlowStore()
+    server.tasks.configure(store=store)
+    async with declaring(server) as client:
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as calls:
+                calls.start_soon(client.call_tool, "echo", {"text": "hi"})
+                await writing.wait()
+                calls.cancel_scope.cancel()
+                written.set()
+        with anyio.fail_after(5):
+            while not created or (record := await store.get(created[0])) is None or not record.terminal:
+                await anyio.sleep(0.01)
+    assert record.status == "completed" and record.result is not None
+    assert record.result["content"][0]["text"] == "echo: hi"
 
 
 # -- on every transport: stdio to a subprocess, HTTP (built-in and ASGI) on 127.0.0.1 ----------
