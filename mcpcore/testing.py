@@ -198,16 +198,18 @@ class Client:
 
     @classmethod
     def http(cls, url: str, *, token: str | None = None, headers: Mapping[str, str] | None = None,
-             **options: Any) -> Client:
+             name_fields: Mapping[str, str] | None = None, **options: Any) -> Client:
         """The same client against a server at a Streamable HTTP URL (`http://127.0.0.1:8000/mcp`), with a
-        bearer `token` if given. Options as for `Client`, less `principal` and `auth`."""
+        bearer `token` if given. `name_fields`: extension methods → the params field their `Mcp-Name`
+        header mirrors (`{"com.example/echo/say": "name"}`), as registered with `name_field=`; the core's
+        and the Tasks extension's are known. Options as for `Client`, less `principal` and `auth`."""
         from .transports.remote import HttpChannel
 
         extra = dict(headers or {})
         if token is not None:
             extra["authorization"] = f"Bearer {token}"
         era = options.get("era", MODERN_VERSIONS[0])
-        return cls(None, _channel=HttpChannel(url, extra, era), **options)
+        return cls(None, _channel=HttpChannel(url, extra, era, name_fields), **options)
 
     def _capabilities(self) -> dict[str, Any]:
         declared: dict[str, Any] = {}

@@ -135,3 +135,15 @@ async def test_a_custom_extension_end_to_end_over_http() -> None:
                 return (await client.post(message, mcp_headers(message, **named))).json
 
         await converse(exchange)
+
+
+@pytest.mark.usefixtures("http_flavour")
+async def test_the_test_client_over_http_mirrors_an_extension_methods_name_field_it_is_told_of() -> None:
+    async with running(extended()) as http:
+        url = f"http://127.0.0.1:{http.port}/mcp"
+        async with Client.http(url, extensions={ECHO: {}}, name_fields={"com.example/echo/say": "word"}) as client:
+            assert (await client.request("com.example/echo/say", {"word": "hi"})).result["said"] == "hi"
+        async with Client.http(url, extensions={ECHO: {}}) as unaware:
+            with pytest.raises(McpError) as refused:
+                await unaware.request("com.example/echo/say", {"word": "hi"})
+    assert refused.value.code == -32020  # the server requires the header it was not told to send

@@ -95,7 +95,8 @@ class HttpChannel:
 
     wants_tools = True  # the client tells it each tool's input schema (for the Mcp-Param-* headers)
 
-    def __init__(self, url: str, headers: Mapping[str, str] | None, version: str) -> None:
+    def __init__(self, url: str, headers: Mapping[str, str] | None, version: str,
+                 name_fields: Mapping[str, str] | None = None) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"an MCP endpoint URL is http:// or https://, not {url!r}")
@@ -105,6 +106,8 @@ class HttpChannel:
         self.authority = parts.netloc
         self.extra = dict(headers or {})
         self.version = version
+        # method → the params field Mcp-Name mirrors: the core's and the Tasks extension's, then the caller's
+        self.name_fields = {**tasks.NAME_FIELDS, **NAME_FIELDS, **(name_fields or {})}
         self.session_id: str | None = None
         self.tools: dict[str, tuple[HeaderParam, ...]] = {}
 
@@ -133,7 +136,7 @@ class HttpChannel:
         if method is not None and self.session_id is None:  # the 2026 wire mirrors the body in headers
             headers["mcp-method"] = method
             params = message.get("params") or {}
-            name = params.get(NAME_FIELDS.get(method) or tasks.NAME_FIELDS.get(method, ""))
+            name = params.get(self.name_fields.get(method, ""))
             if isinstance(name, str):
                 headers["mcp-name"] = header_value(name)
             if method == "tools/call":
