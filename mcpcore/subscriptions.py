@@ -214,6 +214,8 @@ class Subscriptions:
         if len(self._open) >= self.max_subscriptions:
             raise McpError(INVALID_REQUEST, f"Too many open subscriptions (limit {self.max_subscriptions}); close one first")
         subscriber = Subscriber(honoured)
+        for task_id in honoured.task_ids:  # each task as it is now, right after the acknowledgement: a change
+            subscriber.offer(Change(TASK, task_id))  # made before the listen opened is not missed
         self._open.add(subscriber)
         self.bus.attach(subscriber)
         try:

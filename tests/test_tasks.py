@@ -497,6 +497,21 @@ async def test_a_listen_following_a_task_hears_it_complete_with_the_task_as_task
     assert heard["result"]["content"] == [{"type": "text", "text": "released"}]
 
 
+async def test_a_listen_opened_after_a_task_finished_hears_its_end_at_once() -> None:
+    """A change made between the client's last poll and the listen is not lost: the listen begins with each
+    followed task as it is now."""
+    server, _ = tasks_server()
+    async with declaring(server) as client:
+        task_id = await start(client, "echo", {"text": "hi"})
+        await poll_task(client, task_id)
+        async with client.listen(task_ids=[task_id]) as subscription:
+            with anyio.fail_after(5):
+                heard = await subscription.next()
+    assert heard is not None and heard["method"] == "notifications/tasks"
+    assert detailed(heard["params"]) == detailed(await get_task(client, task_id))
+    assert heard["params"]["status"] == "completed"
+
+
 async def test_a_listen_follows_only_the_callers_own_tasks_and_acknowledges_only_those() -> None:
     server, probe = tasks_server()
     async with declaring(server, principal="alice") as alice, declaring(server, principal="mallory") as mallory:
@@ -849,6 +864,8 @@ async def test_on_every_transport_a_listen_hears_a_task_ask_for_input_and_comple
     task_id = await wire.start("confirm_twice")
     await poll(lambda: wire.task(task_id), until=("input_required",))
     subscription = await wire.listen("following", [task_id, "0" * 32])
+    opened = await heard_until(subscription, ("input_required",))  # the task as it was when the listen opened
+    assert opened == detailed(await wire.task(task_id)) and list(opened["inputRequests"]) == ["confirm"]
     await wire.result("tasks/update", taskId=task_id, inputResponses={"confirm": accept(confirm=True)})
     asking = await heard_until(subscription, ("input_required",))
     assert asking == detailed(await wire.task(task_id))
