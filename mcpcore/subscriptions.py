@@ -15,12 +15,15 @@ is one server's registry of open subscriptions and runs `subscriptions/listen`.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Iterator, Protocol
 
 import anyio
 
 from .wire import INVALID_REQUEST, McpError, invalid_params
+
+log = logging.getLogger(__name__)
 
 Send = Callable[[str, dict[str, Any]], Awaitable[None]]
 TOOLS, PROMPTS, RESOURCES, RESOURCE = "toolsListChanged", "promptsListChanged", "resourcesListChanged", "resource"
@@ -125,7 +128,11 @@ class Subscriber:
                 params: dict[str, Any] = {"_meta": tag}
                 describe = describers.get(change.kind)
                 if describe is not None:
-                    described = await describe(change.uri or "")
+                    try:
+                        described = await describe(change.uri or "")
+                    except McpError as error:  # a shared store briefly away: one notification lost, not the stream
+                        log.warning("a %s notification was not sent: %s", change.kind, error.message)
+                        continue
                     if described is None:
                         continue
                     params.update(described)

@@ -17,7 +17,7 @@ import pytest
 
 from conftest import ROOT, meta, request
 from http_client import HttpClient, Reply, mcp_headers, running
-from mcpcore import Context, Elicit, InputRequired, McpError, Server, ToolError, tasks
+from mcpcore import Context, Elicit, InputRequired, McpError, Server, ToolError, subscriptions, tasks
 from mcpcore.testing import Client
 from mcpcore.wire import InvalidParams
 from memory import exchange
@@ -510,6 +510,27 @@ async def test_a_listen_opened_after_a_task_finished_hears_its_end_at_once() -> 
     assert heard is not None and heard["method"] == "notifications/tasks"
     assert detailed(heard["params"]) == detailed(await get_task(client, task_id))
     assert heard["params"]["status"] == "completed"
+
+
+async def test_a_task_that_cannot_be_described_costs_one_notification_not_the_listen(
+        caplog: pytest.LogCaptureFixture) -> None:
+    server, probe = tasks_server()
+    describe, failures = server.subscriptions.describers[subscriptions.TASK], [McpError(-32603, "Redis is away")]
+
+    async def flaky(task_id: str) -> dict[str, Any] | None:
+        if failures:
+            raise failures.pop()
+        return await describe(task_id)
+
+    server.subscriptions.describers[subscriptions.TASK] = flaky
+    async with declaring(server) as client:
+        task_id = await start(client, "hold")
+        await wait_for(probe.started)
+        async with client.listen(task_ids=[task_id]) as subscription:  # its first notification fails
+            probe.release.set()
+            heard = await heard_until(subscription, TERMINAL)
+    assert heard["status"] == "completed" and not failures
+    assert "a task notification was not sent: Redis is away" in caplog.text
 
 
 async def test_a_listen_follows_only_the_callers_own_tasks_and_acknowledges_only_those() -> None:
