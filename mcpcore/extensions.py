@@ -29,7 +29,8 @@ __all__ = ["Extension"]
 
 _IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9-]*(\.[A-Za-z0-9-]+)+/[A-Za-z0-9][A-Za-z0-9._-]*")
 _CORE_PREFIXES = ("server/", "tools/", "resources/", "prompts/", "completion/", "subscriptions/", "notifications/",
-                  "logging/", "sampling/", "elicitation/", "roots/", "initialize", "ping")
+                  "logging/", "sampling/", "elicitation/", "roots/")
+_CORE_NAMES = frozenset({"initialize", "ping"})  # core methods outside any namespace: `pingback/x` is free
 # Names an extension's specification reserves (a method in a core namespace, or a prefix of its own):
 # open to that extension alone.
 _RESERVED = {"resources/directory/read": "io.modelcontextprotocol/skills",  # SEP-2640
@@ -65,7 +66,7 @@ class Extension:
         `name_field`: the params field `Mcp-Name` mirrors over HTTP (e.g. "taskId"). `declared`:
         refuse (-32021) a client that did not declare this extension."""
         owner = next((owner for reserved, owner in _RESERVED.items() if name.startswith(reserved)), None)
-        taken = owner != self.id if owner is not None else name.startswith(_CORE_PREFIXES)
+        taken = owner != self.id if owner is not None else name.startswith(_CORE_PREFIXES) or name in _CORE_NAMES
         if taken or name in self.server.dispatcher.methods():
             raise ValueError(f"{name!r} is a method of the protocol or of another extension")
 

@@ -75,9 +75,10 @@ def test_registration_refuses_bad_identifiers_core_methods_and_repeats() -> None
     ext.method("com.example/echo/x")(lambda params, ctx: {})
     with pytest.raises(ValueError, match="a method of the protocol or of another extension"):
         ext.method("com.example/echo/x")(lambda params, ctx: {})
+    ext.method("pingback/x")(lambda params, ctx: {})  # a core method's name is no namespace
 
 
-@pytest.mark.parametrize("name", ["tasks/list", "resources/directory/read", "tools/run"])
+@pytest.mark.parametrize("name", ["tasks/list", "resources/directory/read", "tools/run", "ping", "initialize"])
 def test_names_the_protocol_or_another_extension_reserves_are_refused(name: str) -> None:
     server = Server("reserved")
     with pytest.raises(ValueError, match="is a method of the protocol or of another extension"):
