@@ -318,15 +318,19 @@ class RedisTaskStore:
         return self._state.key("tasks-of", principal or "")
 
     async def create(self, record: TaskRecord) -> None:
-        client = self._state.client
+        key = self._key(record.task_id)
         with _reaching("creating the task"):
-            created = await client.set(self._key(record.task_id), orjson.dumps(record.to_json()), nx=True,
-                                       px=_ms_left(record.expires_at))
-            if not created:
-                raise ValueError(f"task {record.task_id!r} exists")
-            async with client.pipeline(transaction=True) as pipe:
-                self._index(pipe, record)
-                await pipe.execute()
+            async with self._state.client.pipeline(transaction=True) as pipe:  # the record and its indexes, or nothing
+                try:
+                    await pipe.watch(key)
+                    if await pipe.exists(key):
+                        raise WatchError
+                    pipe.multi()
+                    pipe.set(key, orjson.dumps(record.to_json()), px=_ms_left(record.expires_at))
+                    self._index(pipe, record)
+                    await pipe.execute()
+                except WatchError:  # there already, or written meanwhile by another process
+                    raise ValueError(f"task {record.task_id!r} exists") from None
 
     def _index(self, pipe: Any, record: TaskRecord) -> None:
         """Score the record in both indexes by its expiry (never: +inf), and name its owner for `expire`."""

@@ -79,7 +79,8 @@ class TaskStore(Protocol):
     """What the Tasks extension needs from a store. All methods are coroutines; `update` is atomic."""
 
     async def create(self, record: TaskRecord) -> None:
-        """Store a new record; when this returns, `get` finds it (from any process sharing the store)."""
+        """Store a new record; when this returns, `get` finds it (from any process sharing the store).
+        An id already stored raises `ValueError` and changes nothing."""
 
     async def get(self, task_id: str) -> TaskRecord | None:
         """The record, or None when unknown or past its TTL."""

@@ -54,6 +54,14 @@ class TaskStoreContract:
         await task_store.create(record)
         assert await task_store.get("task-1") == record
 
+    async def test_creating_an_id_that_exists_is_refused_and_keeps_the_first_record(self, task_store: TaskStore) -> None:
+        first = make_record("task-1", "alice")
+        await task_store.create(first)
+        with pytest.raises(ValueError, match="exists"):
+            await task_store.create(make_record("task-1", "bob"))
+        assert await task_store.get("task-1") == first
+        assert await task_store.count("alice") == (1, 1) and await task_store.count("bob") == (1, 0)
+
     async def test_get_of_an_unknown_id_is_none(self, task_store: TaskStore) -> None:
         await task_store.create(make_record("task-1"))
         assert await task_store.get("task-2") is None
