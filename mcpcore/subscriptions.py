@@ -105,14 +105,16 @@ class Subscriber:
             self._pending[change] = None
             self._wake.set()
 
+    def followed(self) -> Iterator[Change]:
+        """A change for each thing it follows: every kind, URI and task."""
+        yield from (Change(kind) for kind in self.filter.kinds)
+        yield from (Change(RESOURCE, uri) for uri in self.filter.uris)
+        yield from (Change(TASK, task_id) for task_id in self.filter.task_ids)
+
     def resync(self) -> None:
         """Queue a notification for everything it follows (changes may have been missed: clients re-read)."""
-        for kind in self.filter.kinds:
-            self.offer(Change(kind))
-        for uri in self.filter.uris:
-            self.offer(Change(RESOURCE, uri))
-        for task_id in self.filter.task_ids:
-            self.offer(Change(TASK, task_id))
+        for change in self.followed():
+            self.offer(change)
 
     def close(self) -> None:
         """End the subscription gracefully: `next` returns None."""
@@ -221,8 +223,9 @@ class Subscriptions:
         if len(self._open) >= self.max_subscriptions:
             raise McpError(INVALID_REQUEST, f"Too many open subscriptions (limit {self.max_subscriptions}); close one first")
         subscriber = Subscriber(honoured)
-        for task_id in honoured.task_ids:  # each task as it is now, right after the acknowledgement: a change
-            subscriber.offer(Change(TASK, task_id))  # made before the listen opened is not missed
+        for change in subscriber.followed():  # what carries state (a task) is sent as it is now, right after
+            if change.kind in self.describers:  # the acknowledgement: a change made before the listen is not missed
+                subscriber.offer(change)
         self._open.add(subscriber)
         self.bus.attach(subscriber)
         try:

@@ -113,13 +113,13 @@ class Tasks:
     async def call(self, tool: Tool, arguments: dict[str, Any], params: dict[str, Any], context: Context) -> dict[str, Any]:
         """Answer `tools/call` of a task-capable tool: as a task when the client declared the extension."""
         if self.extension.declared(context) is None:
-            if tool.task == "required" and context.protocol_version not in MODERN_VERSIONS:
+            if tool.task == "required":
+                if context.protocol_version in MODERN_VERSIONS:
+                    raise missing_capability({"extensions": {TASKS: {}}})
                 # the 2025-era wire has neither the extension nor -32021; 2025-11-25 answers a call that
                 # cannot run as the tool requires with -32601
                 raise McpError(METHOD_NOT_FOUND, f"Tool {tool.key!r} runs only as a task, which needs protocol "
                                f"version {LATEST_VERSION} and the {TASKS} extension")
-            if tool.task == "required":
-                raise missing_capability({"extensions": {TASKS: {}}})
             return await tool.call(arguments, context)
         if tool.task_after_input and params.get("inputResponses") is None and params.get("requestState") is None:
             return await tool.call(arguments, context)
