@@ -100,14 +100,9 @@ def _text_or_bytes(data: bytes) -> str | bytes:
         return data
 
 
-def _skill_path(path: str) -> Place:
-    """A skill path from code (`git-workflow`, `acme/billing/refunds`), checked."""
-    return _checked_skill_path(tuple(path.split("/")))
-
-
-def _checked_skill_path(segments: Place) -> Place:
-    """A skill path whose first segment is a URI reg-name (the authority) and the others URI path segments,
-    from code or from the directories on disk alike."""
+def _skill_path(segments: Place) -> Place:
+    """A skill path (`("acme", "billing", "refunds")`), checked: its first segment is a URI reg-name (the
+    authority), the others URI path segments, from code or from the directories on disk alike."""
     path = "/".join(segments)
     for index, segment in enumerate(segments):
         pattern = _AUTHORITY if index == 0 else _SEGMENT
@@ -205,7 +200,7 @@ class Skills:
         """Serve one skill from code at `skill://<path>/SKILL.md`; its URI. `files` maps paths inside the
         skill (`references/GUIDE.md`) to text, bytes, or a resource function generating them at each read
         (which makes the skill's manifest "dynamic")."""
-        skill = _skill_path(path)
+        skill = _skill_path(tuple(path.split("/")))
         contents: dict[Place, Content] = {skill + (SKILL_FILE,): markdown}
         for name, content in (files or {}).items():
             contents[skill + _file_path(name, path)] = content
@@ -220,7 +215,7 @@ class Skills:
             raise SkillError(f"{base}: not a directory")
         skills, contents, directories = _scan(base)
         for skill in skills:
-            _checked_skill_path(skill)
+            _skill_path(skill)
         return self._publish(skills, contents, directories)
 
     # -- loading ----------------------------------------------------------
