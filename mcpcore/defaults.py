@@ -36,6 +36,7 @@ HTTP_GRACE_PERIOD = 5.0  # seconds in-flight calls get at shutdown
 HTTP_MAX_SESSIONS = 1000  # live 2025-era sessions before initialize is refused
 HTTP_SESSION_IDLE_TIMEOUT = 1800.0  # seconds a 2025-era session lives without a request
 HTTP_SESSION_EVENTS = 256  # a 2025-11-25 session's stored stream events, for Last-Event-ID (in memory, or in Redis)
+HTTP_SESSION_EVENT_BYTES = 256 * 1024  # ... and their message bytes in memory (the newest event is kept whatever its size)
 HTTP_HEALTH_PATH = "/healthz"  # liveness probe: 200 while the process serves
 HTTP_READY_PATH = "/readyz"  # readiness probe: 200 while serving, 503 once draining
 

@@ -218,13 +218,15 @@ async def test_older_sessions_keep_plain_json_replies() -> None:
     assert reply.headers["content-type"] == "application/json"
 
 
-def test_a_stream_whose_events_all_left_the_store_cannot_be_resumed_from_an_old_id() -> None:
+async def test_a_stream_whose_events_all_left_the_store_cannot_be_resumed_from_an_old_id() -> None:
     store = StreamStore(max_events=2)
     stream = store.open(None, lambda: None)  # type: ignore[arg-type]
-    for _ in range(3):  # s1.1 .. s1.3, recorded without a connection
-        stream._record(b"{}")
+    for _ in range(3):  # s1.1 primes it, then s1.2 .. s1.4, sent without a connection
+        await stream.notify(b"{}")
     other = store.open(None, lambda: None)  # type: ignore[arg-type]
     for _ in range(2):  # pushes every s1 event out of the store
-        other._record(b"{}")
-    assert store.find("s1.1") is None and store.find("s1.3") is stream  # after the newest: nothing missed
+        await other.notify(b"{}")
+    assert store.find("s1.2") is None and store.find("s1.4") is stream  # after the newest: nothing missed
     assert store.find("s1.9") is None  # never sent
+    stream.end()  # its call ended unanswered: with nothing of it stored, it is gone
+    assert store.find("s1.4") is None and list(store.streams) == ["s2"]

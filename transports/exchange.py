@@ -55,7 +55,7 @@ from .httprules import (
     make_policy,
 )
 from .httpwriter import HttpWriter, Timer, response_head
-from .resume import StreamStore, kept_after, replay_kept
+from .resume import ResumableStream, StreamStore, kept_after, replay_kept
 
 log = logging.getLogger(__name__)
 
@@ -521,7 +521,8 @@ class Exchange:
         sink = HttpWriter(self, self.endpoint.config.sse_keepalive, self._session_headers)
         if session.version == "2025-11-25":  # resumable: an SSE stream with event ids (resume.py)
             self.call, self.writer = call, sink
-            self.endpoint.runner.submit(call, self.endpoint.stream_store(session).open(sink, self.close), self._finished)
+            stream = self.endpoint.stream_store(session).open(sink, self.close)
+            self.endpoint.runner.submit(call, stream, lambda call: self._finished(call, stream))
         else:
             self._start(call, sink)
         return False
@@ -670,8 +671,10 @@ class Exchange:
         self.stream = self.loop.create_task(serve())
         return False
 
-    def _finished(self, call: Call) -> None:
+    def _finished(self, call: Call, stream: ResumableStream | None = None) -> None:
         """The call ended: read the next request, or close if its response is incomplete."""
+        if stream is not None:  # answered or not, its stream is over
+            stream.end()
         writer = self.writer
         self.call = self.writer = None
         if call.session is not None:

@@ -8,8 +8,18 @@ large results never meet a client's limit on one SSE event. A handler may end th
 stream before its result (`ctx.close_stream()`): the call goes on, its
 messages are only stored, and the client reconnects with `GET` and
 `Last-Event-ID`, gets the stored messages after that id, then the rest as they
-come, ending with the response. The store keeps the most recent
-`max_events` events of a session; an id older than that cannot be resumed (404).
+come, ending with the response.
+
+What a session holds is bounded by what can still be resumed. A stream enters
+the store's table only when it is primed (before that no event id was sent, so
+nobody can resume it), and leaves it once it has ended (answered, or its call
+ended unanswered) and none of its events is stored any more; an ended stream
+lets go of its connection at once. The store keeps the most recent events of a
+session, at most `max_events` of them and `max_bytes` of message bytes (the
+newest event is kept whatever its size), each as an exact-size copy; an id
+older than what is kept cannot be resumed (404). So a request's cost never
+depends on how many came before it in its session.
+
 Where processes share sessions (`SessionStore`), every event is also kept in the
 shared store before it is sent, under an id that starts with a tag of the process,
 so a `GET` with `Last-Event-ID` reaching another process is served from there
@@ -26,7 +36,7 @@ from typing import Awaitable, Callable
 
 import anyio
 
-from mcpcore.defaults import HTTP_SESSION_EVENTS
+from mcpcore.defaults import HTTP_SESSION_EVENT_BYTES, HTTP_SESSION_EVENTS
 from mcpcore.session import Session, SessionStore, StoredEvent
 from mcpcore.wire import McpError
 
@@ -36,6 +46,7 @@ log = logging.getLogger(__name__)
 
 RETRY_MS = 100  # the reconnect delay the priming event asks for
 MAX_EVENTS = HTTP_SESSION_EVENTS  # stored events per session
+MAX_EVENT_BYTES = HTTP_SESSION_EVENT_BYTES  # stored message bytes per session (and the newest event)
 Keep = Callable[[StoredEvent], Awaitable[None]]  # keeps an event in the shared store
 
 
@@ -46,23 +57,25 @@ class ResumableStream:
         self.store = store
         self.stream_id = stream_id
         self.sink: HttpWriter | None = sink
-        self._close_connection = close
+        self._close_connection: Callable[[], None] | None = close
         self.final: tuple[bytes, str] | None = None  # the response, once sent
         self.ended = anyio.Event()
         self.last = 0  # the number of its newest event
+        self.stored = 0  # how many of its events the store holds (always its newest ones)
         self._primed = False
 
     def _record(self, message: bytes | None) -> str:
         self.last += 1
         event_id = f"{self.stream_id}.{self.last}"
         if message is not None:
-            self.store.record(self.stream_id, event_id, message)
+            self.store.record(self, event_id, message)
         return event_id
 
     async def _prime(self) -> None:
-        """The first output opens the stream with its priming event."""
+        """The first output opens the stream with its priming event (from then on it can be resumed)."""
         if not self._primed:
             self._primed = True
+            self.store.streams[self.stream_id] = self
             event_id = self._record(None)
             if self.store.shared is not None:
                 await self.store.keep((event_id, b"", False))
@@ -71,6 +84,7 @@ class ResumableStream:
 
     async def notify(self, message: bytes) -> None:
         await self._prime()
+        message = _exact(message)
         event_id = self._record(message)
         if self.store.shared is not None:
             await self.store.keep((event_id, message, False))
@@ -79,17 +93,20 @@ class ResumableStream:
 
     async def respond(self, message: bytes, error_code: int | None = None) -> None:
         if not self._primed:  # nothing streamed: one plain JSON reply, as on any other wire
-            self.ended.set()
-            if self.sink is not None:
-                await self.sink.respond(message, error_code)
+            sink = self.sink
+            self.end()
+            if sink is not None:
+                await sink.respond(message, error_code)
             return
+        message = _exact(message)
         event_id = self._record(message)
         if self.store.shared is not None:
             await self.store.keep((event_id, message, True))
         self.final = (message, event_id)
-        self.ended.set()
-        if self.sink is not None:
-            await self.sink.respond(message, error_code, event_id)
+        sink = self.sink  # a resumption may have taken the stream meanwhile
+        self.end()
+        if sink is not None:
+            await sink.respond(message, error_code, event_id)
 
     async def close_stream(self) -> None:
         """End the HTTP stream now (the client resumes with GET + Last-Event-ID); the call goes on."""
@@ -97,45 +114,65 @@ class ResumableStream:
         sink, self.sink = self.sink, None
         if sink is not None:
             await sink.finish()
-            self._close_connection()
+            if self._close_connection is not None:
+                self._close_connection()
+
+    def end(self) -> None:
+        """The call is over (answered, or ended unanswered): let go of its connection, and leave
+        the store's table once nothing of it can be resumed."""
+        if self.ended.is_set():
+            return
+        self.ended.set()
+        self.sink = self._close_connection = None
+        self.store.release(self)
 
     async def resume(self, after: str, sink: HttpWriter) -> None:
         """Send what was stored after the event `after` to `sink`, then the rest as it comes."""
-        backlog = [(message, event_id) for event_id, message in self.store.after(self.stream_id, after)]
+        backlog = self.store.after(self, after)
         final = None
-        if self.final is None:
+        if not self.ended.is_set():
             self.sink = sink  # live from here on; the backlog still goes out first
-        elif backlog and backlog[-1][1] == self.final[1]:
+        elif self.final is not None and backlog and backlog[-1][1] == self.final[1]:
             final = backlog.pop()
-        elif after != self.final[1]:
-            final = self.final  # the response left the store; it is kept apart
         await sink.replay(backlog, final)
         await self.ended.wait()
         if not sink.responded:
-            await sink.finish()  # the client already had the response
+            await sink.finish()  # the client already had the response, or the call ended unanswered
 
 
 class StreamStore:
-    """The recent events of one session, and its resumable streams by id."""
+    """The recent events of one session, and its streams that can still be resumed, by id."""
 
-    def __init__(self, max_events: int = MAX_EVENTS, prefix: str = "", shared: Keep | None = None) -> None:
-        self._events: collections.deque[tuple[str, str, bytes]] = collections.deque(maxlen=max_events)
+    def __init__(self, max_events: int = MAX_EVENTS, max_bytes: int = MAX_EVENT_BYTES, prefix: str = "",
+                 shared: Keep | None = None) -> None:
+        self._events: collections.deque[tuple[ResumableStream, str, bytes]] = collections.deque()
+        self._max_events = max_events
+        self._max_bytes = max_bytes
+        self.size = 0  # bytes of the stored messages
         self._ids = itertools.count(1)
         self._prefix = prefix  # names the process, when several serve one session
         self.shared = shared
-        self.streams: dict[str, ResumableStream] = {}
+        self.streams: dict[str, ResumableStream] = {}  # primed, and not yet past resuming
 
     def open(self, sink: HttpWriter, close: Callable[[], None]) -> ResumableStream:
-        stored = {sid for sid, _, _ in self._events}
-        for stream_id, old in list(self.streams.items()):  # ended, and nothing left to replay
-            if old.final is not None and stream_id not in stored:
-                del self.streams[stream_id]
-        stream = ResumableStream(self, f"{self._prefix}s{next(self._ids)}", sink, close)
-        self.streams[stream.stream_id] = stream
-        return stream
+        return ResumableStream(self, f"{self._prefix}s{next(self._ids)}", sink, close)
 
-    def record(self, stream_id: str, event_id: str, message: bytes) -> None:
-        self._events.append((stream_id, event_id, message))
+    def record(self, stream: ResumableStream, event_id: str, message: bytes) -> None:
+        """Store an event, letting the oldest go while the store holds too many or too much."""
+        self._events.append((stream, event_id, message))
+        self.size += len(message)
+        stream.stored += 1
+        while len(self._events) > 1 and (len(self._events) > self._max_events or self.size > self._max_bytes):
+            old, _, dropped = self._events.popleft()
+            self.size -= len(dropped)
+            old.stored -= 1
+            if old.ended.is_set():
+                self.release(old)
+
+    def release(self, stream: ResumableStream) -> None:
+        """An ended stream leaves the table once none of its events is stored."""
+        if stream.stored == 0:
+            self.streams.pop(stream.stream_id, None)
 
     async def keep(self, event: StoredEvent) -> None:
         """Keep an event in the shared store too (before it is sent: the client may resume anywhere)."""
@@ -145,18 +182,23 @@ class StreamStore:
             log.warning("event %s is not in the shared store, so only this process can replay it: %s",
                         event[0], unreachable.message)
 
-    def after(self, stream_id: str, event_id: str) -> list[tuple[str, bytes]]:
-        """The stored events of `stream_id` that came after `event_id`, oldest first."""
+    def after(self, stream: ResumableStream, event_id: str) -> list[tuple[bytes, str]]:
+        """The stored events of `stream` that came after `event_id`, oldest first."""
         number = _number(event_id)
-        return [(eid, message) for sid, eid, message in self._events if sid == stream_id and _number(eid) > number]
+        return [(message, eid) for owner, eid, message in self._events if owner is stream and _number(eid) > number]
 
     def find(self, event_id: str) -> ResumableStream | None:
         """The stream an event id belongs to, if it can still be resumed from there."""
         stream = self.streams.get(_stream_of(event_id))
         if stream is None:
             return None
-        oldest = min((_number(eid) for sid, eid, _ in self._events if sid == stream.stream_id), default=stream.last + 1)
+        oldest = stream.last - stream.stored + 1  # its stored events are its newest ones
         return stream if _resumable(_number(event_id), oldest, stream.last) else None
+
+
+def _exact(message: bytes) -> bytes:
+    """An exact-size copy of a message kept for resumption: the serializer's buffer is larger (about 4 KiB)."""
+    return bytes(memoryview(message))
 
 
 def kept_after(kept: list[StoredEvent], event_id: str) -> list[StoredEvent] | None:
