@@ -106,6 +106,7 @@ class RedisState:
         except (RedisError, OSError) as error:
             raise ConnectionError(f"Redis at {self.url} is unreachable: {error}") from error
         await self._check_keys(server)
+        self.bus.running = True
         loops = (self.bus.send, self.bus.receive, self._announce_key, self.sessions.send, self.sessions.watch)
         self._loops = [asyncio.get_running_loop().create_task(loop()) for loop in loops]
 
@@ -118,6 +119,7 @@ class RedisState:
             loop.cancel()
         await asyncio.gather(*self._loops, return_exceptions=True)
         self._loops = []
+        self.bus.running = False
         await self.client.aclose()
 
     async def _check_keys(self, server: Server) -> None:
@@ -169,6 +171,7 @@ class RedisBus:
         # What the receiver hears, by channel, and who learns that it may have missed messages.
         self._listeners: dict[str, Callable[[bytes], None]] = {self._channel: self._heard}
         self._missed: list[Callable[[], None]] = [self._resync_subscribers]
+        self.running = False  # between the state's start and its close: only then do changes go to Redis
 
     def listen(self, channel: str, heard: Callable[[bytes], None], missed: Callable[[], None]) -> None:
         """Hear `channel` too (before the receiver runs); `missed` runs after each reconnection."""
@@ -187,8 +190,15 @@ class RedisBus:
         self._local.detach(subscriber)
 
     def publish(self, change: Change) -> None:
-        """Deliver here at once, and to the other processes through Redis (safe from worker threads)."""
-        on_the_loop(self._publish, change)
+        """Deliver here at once, and to the other processes through Redis (safe from worker threads).
+
+        Before the state starts (a tool registered at import, with no event loop yet) or after it
+        closes, the change is offered to this process's subscribers alone, as a `LocalBus` does: no
+        client sees what a process that does not serve offers, so the others need not hear of it."""
+        if self.running:
+            on_the_loop(self._publish, change)
+        else:
+            self._local.publish(change)
 
     def _publish(self, change: Change) -> None:
         self._local.deliver(change)

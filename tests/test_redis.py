@@ -144,10 +144,13 @@ def redis_server() -> Iterator[RedisServer]:
         server.stop()
 
 
-def mcpcore_run(port: int, redis_url: str, target: str = "tests/test_redis.py:shared_server",
+def mcpcore_run(port: int, redis_url: str | None, target: str = "tests/test_redis.py:shared_server",
                 extra: tuple[str, ...] = ()) -> list[str]:
-    return [sys.executable, "-m", "mcpcore", "run", target, "--transport", "http", "--port", str(port),
-            "--redis", redis_url, "--log-level", "info", *extra]
+    """The command serving `target` over HTTP on `port`; with `--redis` unless `redis_url` is None (the
+    target names its store in code)."""
+    shared = ("--redis", redis_url) if redis_url is not None else ()
+    return [sys.executable, "-m", "mcpcore", "run", target, "--transport", "http", "--port", str(port), *shared,
+            "--log-level", "info", *extra]
 
 
 def environment(keys: str | None = KEYS) -> dict[str, str]:
@@ -159,10 +162,13 @@ def environment(keys: str | None = KEYS) -> dict[str, str]:
 
 @contextlib.contextmanager
 def processes(redis: RedisServer, count: int = 2, target: str = "tests/test_redis.py:shared_server",
-              extra: tuple[str, ...] = ()) -> Iterator[list[int]]:
-    """`count` mcpcore processes of `target` sharing `redis`, each on a port of its own; their ports."""
+              extra: tuple[str, ...] = (), store_in_code: bool = False) -> Iterator[list[int]]:
+    """`count` mcpcore processes of `target` sharing `redis`, each on a port of its own; their ports.
+    `store_in_code`: no `--redis`; the target reads the URL from `MCPCORE_TEST_REDIS_URL`."""
     ports = [free_port() for _ in range(count)]
-    started = [subprocess.Popen(mcpcore_run(port, redis.url, target, extra), cwd=ROOT, env=environment(),
+    env = {**environment(), "MCPCORE_TEST_REDIS_URL": redis.url} if store_in_code else environment()
+    url = None if store_in_code else redis.url
+    started = [subprocess.Popen(mcpcore_run(port, url, target, extra), cwd=ROOT, env=env,
                                 stderr=subprocess.DEVNULL) for port in ports]
     try:
         for port in ports:
@@ -280,6 +286,17 @@ async def test_a_listen_stream_on_one_process_hears_a_change_announced_on_the_ot
             await second.call_tool("change_tools", {})
             heard = await next_notification(stream)
             assert heard["method"] == "notifications/tools/list_changed"
+
+
+async def test_a_server_naming_its_store_in_code_registers_at_import_and_shares_later_registrations(
+        redis_server: RedisServer) -> None:
+    """`Server(store=RedisState(url))`, then `@server.tool` at import: a change made before serving reaches
+    nobody (no loop runs, nothing listens) and must not fail; one made while serving reaches every process."""
+    with processes(redis_server, target="tests/servers/redis_store_server.py", store_in_code=True) as (a, b):
+        async with listening(a) as stream, client(b) as second:
+            assert (await second.call_tool("greet", {"name": "Ada"})).text == "Hello, Ada!"
+            assert (await second.call_tool("add_tool", {"name": "fresh"})).text == "added tool fresh"
+            assert (await next_notification(stream))["method"] == "notifications/tools/list_changed"
 
 
 async def test_after_a_redis_restart_subscriptions_are_resynced_and_sharing_resumes(redis_server: RedisServer) -> None:
@@ -670,6 +687,7 @@ async def test_a_change_made_again_while_its_first_publication_is_in_flight_is_s
             return ":".join(("test", *parts))
 
     bus = RedisBus(State(), max_pending=10)  # type: ignore[arg-type]
+    bus.running = True  # as `RedisState.start` sets it
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(bus.send)
         bus.publish(Change(TOOLS))
