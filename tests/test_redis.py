@@ -92,6 +92,10 @@ short_lived_server.tasks.configure(ttl_ms=500)
 short_lived_server.add_tool(hold, task="optional")
 short_lived_server.add_tool(nap, task="optional")
 
+limited_server = Server("limited")  # three tasks at most, however many processes create them
+limited_server.tasks.configure(max_tasks_per_principal=3)
+limited_server.add_tool(nap, task="required")
+
 
 class RedisServer:
     """A `redis-server` of this test, on a loopback port, without persistence (unless `persist` names
@@ -278,6 +282,36 @@ async def test_a_task_that_expires_has_its_round_cancelled_in_the_process_runnin
             with pytest.raises(McpError) as gone:
                 await first.request("tasks/get", {"taskId": held["taskId"]})
             assert gone.value.code == -32602
+
+
+async def test_concurrent_task_calls_through_two_processes_never_pass_the_limit_they_share(
+        redis_server: RedisServer) -> None:
+    """Forty calls at once, half through each process, with room for three tasks: counted then created in
+    two steps, every call would count three free places."""
+    import redis
+
+    created: list[str] = []
+    refused: list[tuple[int, str]] = []
+
+    async def start_task(through: Client) -> None:
+        try:
+            created.append((await through.call_tool("nap", {"seconds": 0})).result["taskId"])
+        except McpError as error:
+            refused.append((error.code, error.message))
+
+    with processes(redis_server, target="tests/test_redis.py:limited_server") as (a, b):
+        async with client(a) as first, client(b) as second:
+            with anyio.fail_after(60):
+                async with anyio.create_task_group() as calls:
+                    for n in range(40):
+                        calls.start_soon(start_task, (first, second)[n % 2])
+        stored = redis.Redis.from_url(redis_server.url)
+        try:
+            task_ids = {task_id.decode() for task_id in stored.zrange("mcpcore:tasks", 0, -1)}
+        finally:
+            stored.close()
+    assert len(created) == 3 and task_ids == set(created)
+    assert refused == [(-32600, "Too many tasks (limit 3); let some finish and expire first")] * 37
 
 
 async def test_a_listen_stream_on_one_process_hears_a_change_announced_on_the_other(redis_server: RedisServer) -> None:
