@@ -20,9 +20,10 @@ lost, both loops retry with back-off; changes heard while the receiver was away
 are unknown, so on reconnection every local subscription is told that everything
 it follows may have changed (clients re-read), and a sender that had to drop
 changes asks every process to do the same. The task store keeps each record as
-JSON under a key that Redis expires at the task's TTL, changes it with optimistic
-transactions (WATCH/MULTI), and counts tasks with two sorted sets scored by expiry
-(and a hash of owners, so that an expired task leaves both). The session store keeps
+JSON under a key that Redis expires at the task's TTL, creates it with a script that
+checks the limits and writes it in one step, changes it with optimistic transactions
+(WATCH/MULTI), and counts tasks with two sorted sets scored by expiry (and a hash of
+owners, so that an expired task leaves both). The session store keeps
 a hash per session (expired by Redis when idle), tells changes, ends and relayed
 client responses on a second channel the bus's receiver also hears, keeps the
 events of resumable streams in a Redis Stream per session, and watches the copies
@@ -39,7 +40,6 @@ import contextlib
 import hashlib
 import hmac
 import logging
-import math
 import secrets
 import time
 import weakref
@@ -53,7 +53,7 @@ from redis.exceptions import RedisError, WatchError
 from .defaults import HTTP_SESSION_EVENTS
 from .session import SessionChange, SessionRecord, Sessions, StoredEvent
 from .subscriptions import Change, LocalBus, Subscriber, on_the_loop
-from .taskstore import RecordChange, TaskRecord
+from .taskstore import RecordChange, TaskRecord, TooManyTasks
 from .wire import INTERNAL_ERROR, McpError
 
 if TYPE_CHECKING:
@@ -106,6 +106,7 @@ class RedisState:
         except (RedisError, OSError) as error:
             raise ConnectionError(f"Redis at {self.url} is unreachable: {error}") from error
         await self._check_keys(server)
+        self.bus.running = True
         loops = (self.bus.send, self.bus.receive, self._announce_key, self.sessions.send, self.sessions.watch)
         self._loops = [asyncio.get_running_loop().create_task(loop()) for loop in loops]
 
@@ -118,6 +119,7 @@ class RedisState:
             loop.cancel()
         await asyncio.gather(*self._loops, return_exceptions=True)
         self._loops = []
+        self.bus.running = False
         await self.client.aclose()
 
     async def _check_keys(self, server: Server) -> None:
@@ -169,6 +171,7 @@ class RedisBus:
         # What the receiver hears, by channel, and who learns that it may have missed messages.
         self._listeners: dict[str, Callable[[bytes], None]] = {self._channel: self._heard}
         self._missed: list[Callable[[], None]] = [self._resync_subscribers]
+        self.running = False  # between the state's start and its close: only then do changes go to Redis
 
     def listen(self, channel: str, heard: Callable[[bytes], None], missed: Callable[[], None]) -> None:
         """Hear `channel` too (before the receiver runs); `missed` runs after each reconnection."""
@@ -187,8 +190,15 @@ class RedisBus:
         self._local.detach(subscriber)
 
     def publish(self, change: Change) -> None:
-        """Deliver here at once, and to the other processes through Redis (safe from worker threads)."""
-        on_the_loop(self._publish, change)
+        """Deliver here at once, and to the other processes through Redis (safe from worker threads).
+
+        Before the state starts (a tool registered at import, with no event loop yet) or after it
+        closes, the change is offered to this process's subscribers alone, as a `LocalBus` does: no
+        client sees what a process that does not serve offers, so the others need not hear of it."""
+        if self.running:
+            on_the_loop(self._publish, change)
+        else:
+            self._local.publish(change)
 
     def _publish(self, change: Change) -> None:
         self._local.deliver(change)
@@ -305,11 +315,38 @@ def _ms_left(expires_at: float | None) -> int | None:
     return None if expires_at is None else max(1, round((expires_at - time.time()) * 1000))
 
 
+def _score(expires_at: float | None) -> str:
+    """A task's score in the indexes: its expiry time, exactly (never: +inf)."""
+    return "+inf" if expires_at is None else repr(expires_at)
+
+
+# A task's creation, in one step no other client's command comes between (Redis runs a script whole):
+# the record is refused when it exists or a limit is reached (counting as `count` does), else it is
+# written and indexed as `RedisTaskStore._index` indexes it.
+# KEYS: the record, all tasks by expiry, its principal's tasks by expiry, the owners.
+# ARGV: the record's JSON, its PX ('' never expires), its expiry score, its id, its principal, now,
+# the limit in all and per principal ('' none). Returns "created", "exists", or the limit reached.
+_CREATE = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 'exists' end
+for index, limit in ipairs({ARGV[7], ARGV[8]}) do
+    if limit ~= '' and redis.call('ZCOUNT', KEYS[index + 1], '(' .. ARGV[6], '+inf') >= tonumber(limit) then
+        return limit
+    end
+end
+if ARGV[2] == '' then redis.call('SET', KEYS[1], ARGV[1]) else redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[4])
+redis.call('HSET', KEYS[4], ARGV[4], ARGV[5])
+return 'created'
+"""
+
+
 class RedisTaskStore:
     """A `TaskStore` on Redis: one JSON value per task, expired by Redis at the task's TTL."""
 
     def __init__(self, state: RedisState) -> None:
         self._state = state
+        self._create = state.client.register_script(_CREATE)  # run by its SHA, sent whole the first time
 
     def _key(self, task_id: str) -> str:
         return self._state.key("task", task_id)
@@ -317,24 +354,26 @@ class RedisTaskStore:
     def _owned_key(self, principal: str | None) -> str:
         return self._state.key("tasks-of", principal or "")
 
-    async def create(self, record: TaskRecord) -> None:
-        key = self._key(record.task_id)
+    async def create(self, record: TaskRecord, *, max_tasks: int | None = None,
+                     max_tasks_per_principal: int | None = None) -> None:
+        """The limits' check, the record and its indexes in one script: concurrent creates through
+        any processes never pass a limit, and no failure leaves a record unindexed."""
+        px = _ms_left(record.expires_at)
+        keys = (self._key(record.task_id), self._state.key("tasks"), self._owned_key(record.principal),
+                self._state.key("task-owners"))
+        args = (orjson.dumps(record.to_json()), "" if px is None else px, _score(record.expires_at), record.task_id,
+                record.principal or "", repr(time.time()),
+                *("" if limit is None else limit for limit in (max_tasks, max_tasks_per_principal)))
         with _reaching("creating the task"):
-            async with self._state.client.pipeline(transaction=True) as pipe:  # the record and its indexes, or nothing
-                try:
-                    await pipe.watch(key)
-                    if await pipe.exists(key):
-                        raise WatchError
-                    pipe.multi()
-                    pipe.set(key, orjson.dumps(record.to_json()), px=_ms_left(record.expires_at))
-                    self._index(pipe, record)
-                    await pipe.execute()
-                except WatchError:  # there already, or written meanwhile by another process
-                    raise ValueError(f"task {record.task_id!r} exists") from None
+            outcome = (await self._create(keys=keys, args=args)).decode()
+        if outcome == "exists":
+            raise ValueError(f"task {record.task_id!r} exists")
+        if outcome != "created":
+            raise TooManyTasks(int(outcome))
 
     def _index(self, pipe: Any, record: TaskRecord) -> None:
-        """Score the record in both indexes by its expiry (never: +inf), and name its owner for `expire`."""
-        score = math.inf if record.expires_at is None else record.expires_at
+        """Score the record in both indexes by its expiry, and name its owner for `expire` (as `_CREATE` does)."""
+        score = _score(record.expires_at)
         pipe.zadd(self._state.key("tasks"), {record.task_id: score})
         pipe.zadd(self._owned_key(record.principal), {record.task_id: score})
         pipe.hset(self._state.key("task-owners"), record.task_id, record.principal or "")

@@ -23,7 +23,9 @@ without `inputResponses` runs in the request (its `InputRequired` is an ordinary
 `input_required` result), and the retry that brings the answers becomes the
 task. `ctx.progress(...)` in a task sets its `statusMessage`; log messages have
 nowhere to go and are dropped. Tasks are bounded in number, in all and per
-principal, and expire `ttl_ms` after creation; a task is seen only by the
+principal (the store checks the limits in the step that writes a task, so calls
+at once, through any processes sharing it, never pass them), and expire `ttl_ms`
+after creation; a task is seen only by the
 principal that created it (`-32602` for anyone else, as for an unknown id).
 """
 
@@ -42,7 +44,7 @@ from .call import Call
 from .context import Context
 from .subscriptions import TASK, Change
 from .inputs import ElicitAnswer, InputRequired, SampleAnswer, parse_answer, read_answers
-from .taskstore import MemoryTaskStore, TaskRecord, TaskStore
+from .taskstore import MemoryTaskStore, TaskRecord, TaskStore, TooManyTasks
 from .wire import (INTERNAL_ERROR, INVALID_REQUEST, LATEST_VERSION, META_LOG_LEVEL, METHOD_NOT_FOUND, MODERN_VERSIONS, McpError,
                    invalid_params, missing_capability)
 
@@ -133,13 +135,6 @@ class Tasks:
     async def _create(self, tool: Tool, arguments: dict[str, Any], responses: Mapping[str, Any], context: Context) -> TaskRecord:
         now = time.time()
         await self._sweep(now)
-        limit = await self._limit_reached(context.principal)
-        if limit is not None:  # expired ones first make room
-            self._swept = 0.0
-            await self._sweep(now)
-            limit = await self._limit_reached(context.principal)
-        if limit is not None:
-            raise McpError(INVALID_REQUEST, f"Too many tasks (limit {limit}); let some finish and expire first")
         meta = {key: value for key, value in context.meta.items() if key not in (META_LOG_LEVEL, "progressToken")}
         record = TaskRecord(
             task_id=secrets.token_hex(16),
@@ -155,15 +150,22 @@ class Tasks:
             answers={name: responses[name] for name in context.answers if name in responses},
             kinds={name: _kind(answer) for name, answer in context.answers.items()},
         )
-        await self.store.create(record)
+        try:
+            await self._store_new(record)
+        except TooManyTasks:  # expired ones first make room
+            self._swept = 0.0
+            await self._sweep(now)
+            try:
+                await self._store_new(record)
+            except TooManyTasks as full:
+                message = f"Too many tasks (limit {full.limit}); let some finish and expire first"
+                raise McpError(INVALID_REQUEST, message) from None
         return record
 
-    async def _limit_reached(self, principal: str | None) -> int | None:
-        """The limit a new task of `principal` would pass (in all, or per principal), or None."""
-        stored, owned = await self.store.count(principal)
-        if stored >= self.max_tasks:
-            return self.max_tasks
-        return self.max_tasks_per_principal if owned >= self.max_tasks_per_principal else None
+    async def _store_new(self, record: TaskRecord) -> None:
+        """Store a new task unless that passes a limit: the store checks them in the step that writes,
+        so concurrent calls, in this process or others sharing the store, never pass one."""
+        await self.store.create(record, max_tasks=self.max_tasks, max_tasks_per_principal=self.max_tasks_per_principal)
 
     # -- rounds ---------------------------------------------------------------
 

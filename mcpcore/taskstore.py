@@ -1,9 +1,10 @@
 """Where tasks live: the `TaskRecord`, the `TaskStore` interface and the in-memory store.
 
-A store keeps records by task id and applies every change as one atomic
-read-modify-write (`update` with a pure function of the stored record), so two
-processes, or a tool finishing while a client cancels, never lose each other's
-writes. Records are plain JSON values (`to_json` / `from_json`), so a store
+A store keeps records by task id, creates one within the limits in one atomic
+step (`create` checks them as it writes, so concurrent creates never pass them),
+and applies every change as one atomic read-modify-write (`update` with a pure
+function of the stored record), so two processes, or a tool finishing while a
+client cancels, never lose each other's writes. Records are plain JSON values (`to_json` / `from_json`), so a store
 may keep them anywhere; `MemoryTaskStore` keeps them in this process, which is
 why several worker processes need a shared store. Every store passes the
 contract suite in `tests/task_store_contract.py`.
@@ -17,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-__all__ = ["MemoryTaskStore", "TaskRecord", "TaskStore", "TERMINAL"]
+__all__ = ["MemoryTaskStore", "TaskRecord", "TaskStore", "TERMINAL", "TooManyTasks"]
 
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 
@@ -75,12 +76,24 @@ class TaskRecord:
 RecordChange = Callable[[TaskRecord], "TaskRecord | None"]  # the new record, or None to leave it as it is
 
 
+class TooManyTasks(Exception):
+    """A create refused: the store holds `limit` records already (in all, or of the record's principal)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the store holds {limit} tasks already")
+        self.limit = limit
+
+
 class TaskStore(Protocol):
     """What the Tasks extension needs from a store. All methods are coroutines; `update` is atomic."""
 
-    async def create(self, record: TaskRecord) -> None:
+    async def create(self, record: TaskRecord, *, max_tasks: int | None = None,
+                     max_tasks_per_principal: int | None = None) -> None:
         """Store a new record; when this returns, `get` finds it (from any process sharing the store).
-        An id already stored raises `ValueError` and changes nothing."""
+        An id already stored raises `ValueError` and changes nothing. When the store holds `max_tasks`
+        records, or `max_tasks_per_principal` of the record's principal (as `count` counts them; None:
+        no limit), it raises `TooManyTasks` naming that limit and changes nothing. The check and the
+        write are one atomic step: concurrent creates, from any processes, never pass a limit."""
 
     async def get(self, task_id: str) -> TaskRecord | None:
         """The record, or None when unknown or past its TTL."""
@@ -100,17 +113,22 @@ class TaskStore(Protocol):
 
 class MemoryTaskStore:
     """The in-process store: a dict, with a heap of expiry times (records are immutable, so
-    handing them out is safe; `update` runs its change without awaiting, so it is atomic; a
-    heap entry is checked against the record when it comes due)."""
+    handing them out is safe; `create` checks the limits and `update` runs its change without
+    awaiting, so both are atomic; a heap entry is checked against the record when it comes due)."""
 
     def __init__(self) -> None:
         self._records: dict[str, TaskRecord] = {}
         self._expiries: list[tuple[float, str]] = []
         self._owned: dict[str | None, int] = {}
 
-    async def create(self, record: TaskRecord) -> None:
+    async def create(self, record: TaskRecord, *, max_tasks: int | None = None,
+                     max_tasks_per_principal: int | None = None) -> None:
         if record.task_id in self._records:
             raise ValueError(f"task {record.task_id!r} exists")
+        held = ((max_tasks, len(self._records)), (max_tasks_per_principal, self._owned.get(record.principal, 0)))
+        for limit, count in held:  # no await from here to the write: atomic on the event loop
+            if limit is not None and count >= limit:
+                raise TooManyTasks(limit)
         self._records[record.task_id] = record
         self._owned[record.principal] = self._owned.get(record.principal, 0) + 1
         if record.expires_at is not None:

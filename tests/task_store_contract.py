@@ -19,7 +19,7 @@ import anyio
 import orjson
 import pytest
 
-from mcpcore.taskstore import TaskRecord, TaskStore
+from mcpcore.taskstore import TaskRecord, TaskStore, TooManyTasks
 
 __all__ = ["TaskStoreContract", "make_record"]
 
@@ -73,6 +73,49 @@ class TaskStoreContract:
             await task_store.create(make_record(principal="mallory"))
         assert await task_store.get("task-1") == first
         assert await task_store.count("mallory") == (1, 0)
+
+    # -- limits ------------------------------------------------------------------
+
+    @pytest.mark.parametrize(("limits", "room"), [({"max_tasks": 4}, 3), ({"max_tasks_per_principal": 3}, 3)],
+                             ids=["in-all", "per-principal"])
+    async def test_concurrent_creates_under_a_limit_store_exactly_the_room_left_and_refuse_the_rest(
+            self, task_store: TaskStore, limits: dict[str, int], room: int) -> None:
+        """The check and the write are one step: creates that all count before any writes would all pass."""
+        await task_store.create(make_record("bob-1", "bob"))  # counts in all, not as alice's
+        created: list[str] = []
+        refused: list[int] = []
+
+        async def create(n: int) -> None:
+            await anyio.sleep(0)  # interleave the creators
+            try:
+                await task_store.create(make_record(f"alice-{n}", "alice"), **limits)
+            except TooManyTasks as full:
+                refused.append(full.limit)
+            else:
+                created.append(f"alice-{n}")
+
+        async with anyio.create_task_group() as creators:
+            for n in range(40):
+                creators.start_soon(create, n)
+        (limit,) = limits.values()
+        assert len(created) == room and refused == [limit] * (40 - room)
+        assert await task_store.count("alice") == (room + 1, room)
+        assert [n for n in range(40) if await task_store.get(f"alice-{n}") is not None] == sorted(
+            int(task_id.removeprefix("alice-")) for task_id in created)
+
+    async def test_a_create_at_a_limit_names_it_and_changes_nothing_while_other_principals_go_on(
+            self, task_store: TaskStore) -> None:
+        await task_store.create(make_record("a1", "alice"), max_tasks=2, max_tasks_per_principal=1)
+        with pytest.raises(TooManyTasks) as full:
+            await task_store.create(make_record("a2", "alice"), max_tasks=2, max_tasks_per_principal=1)
+        assert full.value.limit == 1 and await task_store.get("a2") is None
+        await task_store.create(make_record("b1", "bob"), max_tasks=2, max_tasks_per_principal=1)
+        with pytest.raises(TooManyTasks) as full:
+            await task_store.create(make_record("c1", "carol"), max_tasks=2, max_tasks_per_principal=1)
+        assert full.value.limit == 2 and await task_store.get("c1") is None
+        assert await task_store.count("carol") == (2, 0)
+        await task_store.delete("a1")
+        await task_store.create(make_record("c1", "carol"), max_tasks=2, max_tasks_per_principal=1)  # room again
 
     # -- update ----------------------------------------------------------------
 

@@ -92,6 +92,10 @@ short_lived_server.tasks.configure(ttl_ms=500)
 short_lived_server.add_tool(hold, task="optional")
 short_lived_server.add_tool(nap, task="optional")
 
+limited_server = Server("limited")  # three tasks at most, however many processes create them
+limited_server.tasks.configure(max_tasks_per_principal=3)
+limited_server.add_tool(nap, task="required")
+
 
 class RedisServer:
     """A `redis-server` of this test, on a loopback port, without persistence (unless `persist` names
@@ -144,10 +148,13 @@ def redis_server() -> Iterator[RedisServer]:
         server.stop()
 
 
-def mcpcore_run(port: int, redis_url: str, target: str = "tests/test_redis.py:shared_server",
+def mcpcore_run(port: int, redis_url: str | None, target: str = "tests/test_redis.py:shared_server",
                 extra: tuple[str, ...] = ()) -> list[str]:
-    return [sys.executable, "-m", "mcpcore", "run", target, "--transport", "http", "--port", str(port),
-            "--redis", redis_url, "--log-level", "info", *extra]
+    """The command serving `target` over HTTP on `port`; with `--redis` unless `redis_url` is None (the
+    target names its store in code)."""
+    shared = ("--redis", redis_url) if redis_url is not None else ()
+    return [sys.executable, "-m", "mcpcore", "run", target, "--transport", "http", "--port", str(port), *shared,
+            "--log-level", "info", *extra]
 
 
 def environment(keys: str | None = KEYS) -> dict[str, str]:
@@ -159,10 +166,13 @@ def environment(keys: str | None = KEYS) -> dict[str, str]:
 
 @contextlib.contextmanager
 def processes(redis: RedisServer, count: int = 2, target: str = "tests/test_redis.py:shared_server",
-              extra: tuple[str, ...] = ()) -> Iterator[list[int]]:
-    """`count` mcpcore processes of `target` sharing `redis`, each on a port of its own; their ports."""
+              extra: tuple[str, ...] = (), store_in_code: bool = False) -> Iterator[list[int]]:
+    """`count` mcpcore processes of `target` sharing `redis`, each on a port of its own; their ports.
+    `store_in_code`: no `--redis`; the target reads the URL from `MCPCORE_TEST_REDIS_URL`."""
     ports = [free_port() for _ in range(count)]
-    started = [subprocess.Popen(mcpcore_run(port, redis.url, target, extra), cwd=ROOT, env=environment(),
+    env = {**environment(), "MCPCORE_TEST_REDIS_URL": redis.url} if store_in_code else environment()
+    url = None if store_in_code else redis.url
+    started = [subprocess.Popen(mcpcore_run(port, url, target, extra), cwd=ROOT, env=env,
                                 stderr=subprocess.DEVNULL) for port in ports]
     try:
         for port in ports:
@@ -274,12 +284,53 @@ async def test_a_task_that_expires_has_its_round_cancelled_in_the_process_runnin
             assert gone.value.code == -32602
 
 
+async def test_concurrent_task_calls_through_two_processes_never_pass_the_limit_they_share(
+        redis_server: RedisServer) -> None:
+    """Forty calls at once, half through each process, with room for three tasks: counted then created in
+    two steps, every call would count three free places."""
+    import redis
+
+    created: list[str] = []
+    refused: list[tuple[int, str]] = []
+
+    async def start_task(through: Client) -> None:
+        try:
+            created.append((await through.call_tool("nap", {"seconds": 0})).result["taskId"])
+        except McpError as error:
+            refused.append((error.code, error.message))
+
+    with processes(redis_server, target="tests/test_redis.py:limited_server") as (a, b):
+        async with client(a) as first, client(b) as second:
+            with anyio.fail_after(60):
+                async with anyio.create_task_group() as calls:
+                    for n in range(40):
+                        calls.start_soon(start_task, (first, second)[n % 2])
+        stored = redis.Redis.from_url(redis_server.url)
+        try:
+            task_ids = {task_id.decode() for task_id in stored.zrange("mcpcore:tasks", 0, -1)}
+        finally:
+            stored.close()
+    assert len(created) == 3 and task_ids == set(created)
+    assert refused == [(-32600, "Too many tasks (limit 3); let some finish and expire first")] * 37
+
+
 async def test_a_listen_stream_on_one_process_hears_a_change_announced_on_the_other(redis_server: RedisServer) -> None:
     with processes(redis_server) as (a, b):
         async with listening(a) as stream, client(b) as second:
             await second.call_tool("change_tools", {})
             heard = await next_notification(stream)
             assert heard["method"] == "notifications/tools/list_changed"
+
+
+async def test_a_server_naming_its_store_in_code_registers_at_import_and_shares_later_registrations(
+        redis_server: RedisServer) -> None:
+    """`Server(store=RedisState(url))`, then `@server.tool` at import: a change made before serving reaches
+    nobody (no loop runs, nothing listens) and must not fail; one made while serving reaches every process."""
+    with processes(redis_server, target="tests/servers/redis_store_server.py", store_in_code=True) as (a, b):
+        async with listening(a) as stream, client(b) as second:
+            assert (await second.call_tool("greet", {"name": "Ada"})).text == "Hello, Ada!"
+            assert (await second.call_tool("add_tool", {"name": "fresh"})).text == "added tool fresh"
+            assert (await next_notification(stream))["method"] == "notifications/tools/list_changed"
 
 
 async def test_after_a_redis_restart_subscriptions_are_resynced_and_sharing_resumes(redis_server: RedisServer) -> None:
@@ -670,6 +721,7 @@ async def test_a_change_made_again_while_its_first_publication_is_in_flight_is_s
             return ":".join(("test", *parts))
 
     bus = RedisBus(State(), max_pending=10)  # type: ignore[arg-type]
+    bus.running = True  # as `RedisState.start` sets it
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(bus.send)
         bus.publish(Change(TOOLS))

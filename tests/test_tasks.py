@@ -810,10 +810,10 @@ async def test_a_call_cancelled_while_its_task_is_written_still_starts_the_task_
     writing, written, created = anyio.Event(), anyio.Event(), []
 
     class SlowStore(MemoryTaskStore):
-        async def create(self, record: Any) -> None:
+        async def create(self, record: Any, **limits: Any) -> None:
             writing.set()
             await written.wait()  # a shared store's round trip, while the request is cancelled
-            await super().create(record)
+            await super().create(record, **limits)
             created.append(record.task_id)
 
     server, _ = tasks_server()
