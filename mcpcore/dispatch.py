@@ -149,11 +149,14 @@ class Dispatcher:
 
     def required_scopes(self, route: Route, message: dict[str, Any]) -> tuple[str, ...]:
         """The OAuth scopes a request needs beyond the server's: those of its tool, of its prompt, or of
-        the resources it reads or follows (a subscription hears only of what its caller may read)."""
+        the resources it reads or follows (a subscription hears only of what its caller may read).
+        Completing an argument of a prompt or template needs what using it needs: the values are its data."""
         if route.target is not None:
             return route.target.scopes
         params = message.get("params")
         params = params if isinstance(params, dict) else {}
+        if route.method == "completion/complete":
+            return self._ref_scopes(params.get("ref"))
         if route.method == "prompts/get" and isinstance(params.get("name"), str):
             prompt = self.server.prompts.get(params["name"])
             return () if prompt is None else prompt.scopes
@@ -167,6 +170,19 @@ class Dispatcher:
             resolved = self.find_resource(uri) if isinstance(uri, str) else None
             needed.update(dict.fromkeys(resolved[0].scopes if resolved else ()))
         return tuple(needed)
+
+    def _ref_scopes(self, ref: Any) -> tuple[str, ...]:
+        """The scopes of what a completion `ref` names: a prompt, or a resource template (or resource)."""
+        if not isinstance(ref, dict):
+            return ()
+        kind, server = ref.get("type"), self.server
+        if kind == "ref/prompt" and isinstance(ref.get("name"), str):
+            found: Any = server.prompts.get(ref["name"])
+        elif kind == "ref/resource" and isinstance(ref.get("uri"), str):
+            found = server.templates.get(ref["uri"]) or server.resources.get(ref["uri"])
+        else:
+            return ()
+        return () if found is None else found.scopes
 
     def legacy_handler(self, method: str) -> Handler | None:
         """The handler of a feature method the legacy wire shares, if the server offers it now."""

@@ -59,6 +59,14 @@ def guarded(verifier: Any = None) -> Server:
     def readme() -> str:
         return "read me"
 
+    @server.completion(prompt="draft", argument="topic")
+    def topics(value: str) -> list[str]:
+        return ["the merger", "the layoffs"]
+
+    @server.completion(resource="files://drafts/{name}", argument="name")
+    def draft_names(value: str) -> list[str]:
+        return ["plan-b", "plan-c"]
+
     return server
 
 
@@ -130,17 +138,51 @@ async def test_prompts_and_resources_can_require_a_scope_too(message: dict[str, 
         assert plain.status == 200 and plain.json["result"]["contents"][0]["text"] == "read me"
 
 
-async def test_a_legacy_session_belongs_to_the_principal_that_opened_it() -> None:
-    opening = legacy("initialize", 1, protocolVersion="2025-06-18", capabilities={}, clientInfo={"name": "t", "version": "0"})
+LEGACY_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
+async def open_legacy(client: HttpClient, token: str, version: str = "2025-11-25") -> dict[str, str]:
+    """Open a 2025-era session as the token's caller; the headers its requests carry."""
+    opening = legacy("initialize", 0, protocolVersion=version, capabilities={}, clientInfo={"name": "t", "version": "0"})
+    headers = {**LEGACY_HEADERS, "authorization": f"Bearer {token}"}
+    opened = await client.post(opening, headers, legacy=True)
+    assert opened.status == 200, opened.body
+    headers.update({"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": version})
+    initialized = await client.post({"jsonrpc": "2.0", "method": "notifications/initialized"}, headers, legacy=True)
+    assert initialized.status == 202
+    return headers
+
+
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
+@pytest.mark.parametrize("ref", [
+    {"type": "ref/prompt", "name": "draft"},
+    {"type": "ref/resource", "uri": "files://drafts/{name}"},
+], ids=["prompt", "template"])
+async def test_completing_an_argument_needs_the_scopes_of_what_it_completes(era: str, ref: dict[str, Any]) -> None:
+    argument = {"name": "topic" if ref["type"] == "ref/prompt" else "name", "value": ""}
     async with running(guarded()) as http, HttpClient.connect(http) as client:
-        headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-        opened = await client.post(opening, {**headers, "authorization": "Bearer alice-token"}, legacy=True)
-        session = opened.headers["mcp-session-id"]
+
+        async def complete(request_id: int, token: str) -> Any:
+            if era == "2026-07-28":
+                return await post(client, request("completion/complete", request_id, ref=ref, argument=argument), token)
+            message = legacy("completion/complete", request_id, ref=ref, argument=argument)
+            return await client.post(message, await open_legacy(client, token), legacy=True)
+
+        refused = await complete(1, "alice-token")
+        assert refused.status == 403 and refused.json["id"] == 1 and "result" not in refused.json
+        challenge = refused.headers["www-authenticate"]
+        assert 'error="insufficient_scope"' in challenge and 'scope="files:write"' in challenge
+        served = await complete(2, "writer-token")
+        assert served.status == 200 and len(served.response["result"]["completion"]["values"]) == 2
+
+
+async def test_a_legacy_session_belongs_to_the_principal_that_opened_it() -> None:
+    async with running(guarded()) as http, HttpClient.connect(http) as client:
+        session_headers = await open_legacy(client, "alice-token", "2025-06-18")
         ping = legacy("ping", 2)
-        session_headers = {**headers, "mcp-session-id": session, "mcp-protocol-version": "2025-06-18"}
         theirs = await client.post(ping, {**session_headers, "authorization": "Bearer writer-token"}, legacy=True)
         assert theirs.status == 404
-        mine = await client.post(ping, {**session_headers, "authorization": "Bearer alice-token"}, legacy=True)
+        mine = await client.post(ping, session_headers, legacy=True)
         assert mine.status == 200 and mine.response["result"] == {}
 
 
