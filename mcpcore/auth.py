@@ -12,7 +12,7 @@ specification says; its calls have no principal.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Protocol
 
 __all__ = ["AccessToken", "Auth", "AuthFailure", "StaticTokens", "TokenVerifier"]
@@ -65,6 +65,10 @@ class Auth:
     `resource` is the MCP endpoint's canonical URL (`https://mcp.example.com/mcp`);
     `authorization_servers` the issuers clients get tokens from; `scopes` what every
     request needs (tools can require more, `@server.tool(scopes=[...])`).
+    `implied_scopes` maps a broader scope to the narrower ones it implies
+    (`{"files:admin": ["files:write"], "files:write": ["files:read"]}`), followed
+    transitively: a verified token holds what it names and what that implies. Scopes
+    imply nothing by their names alone; a verifier may also expand scopes itself.
     """
 
     verifier: TokenVerifier
@@ -73,12 +77,16 @@ class Auth:
     scopes: tuple[str, ...] = ()
     scopes_supported: tuple[str, ...] = ()
     resource_name: str | None = None
+    implied_scopes: Mapping[str, Iterable[str]] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         if not self.resource.startswith(("https://", "http://")):
             raise ValueError("Auth(resource=...) must be the MCP endpoint's absolute URL, e.g. https://mcp.example.com/mcp")
         if not self.authorization_servers:
             raise ValueError("Auth(authorization_servers=...) must name at least one issuer")
+        if any(isinstance(narrower, str) for narrower in self.implied_scopes.values()):
+            raise ValueError('Auth(implied_scopes=...) maps a scope to a list of scopes, e.g. {"files:admin": ["files:read"]}')
+        object.__setattr__(self, "implied_scopes", {broad: tuple(narrower) for broad, narrower in self.implied_scopes.items()})
 
     @property
     def metadata_url(self) -> str:
@@ -133,7 +141,19 @@ class Auth:
             return self._invalid("the token is not valid for this server")
         if found.expires_at is not None and found.expires_at <= (time.time() if now is None else now):
             return self._invalid("the token has expired")
+        if self.implied_scopes:
+            found = replace(found, scopes=self.granted(found.scopes))
         return self.check_scopes(found, self.scopes) or found
+
+    def granted(self, scopes: Iterable[str]) -> frozenset[str]:
+        """The scopes named and, transitively, every scope they imply (`implied_scopes`)."""
+        held, unexpanded = set(scopes), list(scopes)
+        while unexpanded:
+            for narrower in self.implied_scopes.get(unexpanded.pop(), ()):
+                if narrower not in held:
+                    held.add(narrower)
+                    unexpanded.append(narrower)
+        return frozenset(held)
 
     def _invalid(self, why: str) -> AuthFailure:
         return AuthFailure(401, self._challenge(self.scopes, "invalid_token", why), f"Unauthorized: {why}")

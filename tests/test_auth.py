@@ -22,7 +22,9 @@ TOKENS = {
     "alice-token": AccessToken("alice", "client-a", frozenset({"files:read"})),
     "writer-token": AccessToken("bob", "client-b", frozenset({"files:read", "files:write"})),
     "old-token": AccessToken("carol", None, frozenset({"files:read"}), expires_at=time.time() - 60),
+    "admin-token": AccessToken("dana", "client-d", frozenset({"files:admin"})),
 }
+IMPLIED = {"files:admin": ["files:write"], "files:write": ["files:read"]}
 
 
 class Broken:
@@ -31,7 +33,8 @@ class Broken:
 
 
 def guarded(verifier: Any = None) -> Server:
-    auth = Auth(verifier or StaticTokens(TOKENS), RESOURCE, ("https://auth.example.com",), scopes=("files:read",))
+    auth = Auth(verifier or StaticTokens(TOKENS), RESOURCE, ("https://auth.example.com",), scopes=("files:read",),
+                implied_scopes=IMPLIED)
     server = Server("guarded", auth=auth)
 
     @server.tool
@@ -42,6 +45,11 @@ def guarded(verifier: Any = None) -> Server:
     @server.tool(scopes=["files:write"])
     async def write(path: str) -> str:
         return f"wrote {path}"
+
+    @server.tool
+    async def held_scopes(ctx: Context) -> str:
+        assert ctx.auth is not None
+        return " ".join(sorted(ctx.auth.scopes))
 
     @server.prompt(scopes=["files:write"])
     def draft(topic: str) -> str:
@@ -117,6 +125,16 @@ async def test_a_valid_token_reaches_the_tool_and_a_missing_scope_is_403_naming_
         assert f'resource_metadata="{METADATA_URL}"' in challenge
         allowed = await post(client, tool_call(3, "write", path="/a"), "writer-token")
         assert allowed.response["result"]["content"][0]["text"] == "wrote /a"
+
+
+async def test_a_broader_scope_passes_for_the_narrower_ones_it_implies_and_the_tool_sees_them_all() -> None:
+    async with running(guarded()) as http, HttpClient.connect(http) as client:
+        wrote = await post(client, tool_call(1, "write", path="/a"), "admin-token")
+        assert wrote.status == 200 and wrote.response["result"]["content"][0]["text"] == "wrote /a"
+        held = await post(client, tool_call(2, "held_scopes"), "admin-token")
+        assert held.response["result"]["content"][0]["text"] == "files:admin files:read files:write"
+        narrow = await post(client, tool_call(3, "held_scopes"), "alice-token")
+        assert narrow.response["result"]["content"][0]["text"] == "files:read"  # implied downwards only
 
 
 @pytest.mark.parametrize("message", [
@@ -198,6 +216,8 @@ def test_auth_settings_are_checked_and_the_metadata_url_follows_the_endpoint() -
         Auth(StaticTokens({}), "/mcp", ("https://auth.example.com",))
     with pytest.raises(ValueError, match="at least one issuer"):
         Auth(StaticTokens({}), RESOURCE, ())
+    with pytest.raises(ValueError, match="a list of scopes"):
+        Auth(StaticTokens({}), RESOURCE, ("https://auth.example.com",), implied_scopes={"files:admin": "files:read"})
     root = Auth(StaticTokens({}), "https://mcp.example.com", ("https://auth.example.com",))
     assert root.metadata_url == "https://mcp.example.com/.well-known/oauth-protected-resource"
     assert root.metadata_paths == ("/.well-known/oauth-protected-resource",)
