@@ -28,6 +28,13 @@ class AccessToken:
     expires_at: float | None = None  # seconds since the epoch
     claims: Mapping[str, Any] = field(default_factory=dict)
 
+    def lifetime(self, now: float | None = None) -> float | None:
+        """Seconds until the token expires (0 once it has), or None when it does not: how long a
+        stream opened with it may last."""
+        if self.expires_at is None:
+            return None
+        return max(0.0, self.expires_at - (time.time() if now is None else now))
+
 
 class TokenVerifier(Protocol):
     """Checks a bearer token: the caller it names, or None when it is not valid here."""

@@ -374,4 +374,6 @@ class Dispatcher:
         task_ids = frozenset()
         if server.offers_tasks and isinstance(wanted, dict) and "taskIds" in wanted:
             task_ids = await server.tasks.followed(wanted["taskIds"], context)
-        return await server.subscriptions.listen(wanted, offered, context.request_id, context.send_notification, task_ids)
+        lifetime = None if context.auth is None else context.auth.lifetime()
+        return await server.subscriptions.listen(wanted, offered, context.request_id, context.send_notification, task_ids,
+                                                 lifetime)

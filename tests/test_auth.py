@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from conftest import legacy, request, tool_call
-from http_client import HttpClient, mcp_headers, running
+from http_client import HttpClient, SseStream, mcp_headers, running
 from mcpcore import Context, Server
 from mcpcore.auth import AccessToken, Auth, StaticTokens
 
@@ -252,3 +252,29 @@ async def test_a_keep_alive_connection_verifies_a_repeated_token_once_until_it_e
         async with HttpClient.connect(http) as other:
             assert (await post(other, tool_call(7, "whoami"), "ann")).status == 200
     assert counting.calls[-1] == "ann" and len(counting.calls) == 5  # a new connection asks the verifier itself
+
+
+async def test_a_listen_ends_with_its_complete_result_when_its_token_expires() -> None:
+    async with running(guarded(Counting())) as http, HttpClient.connect(http) as client:
+        stream = SseStream(client)
+        message = request("subscriptions/listen", 1, notifications={"toolsListChanged": True})
+        await stream.open(message, {**mcp_headers(message), "authorization": "Bearer soon"})
+        with anyio.fail_after(10):  # the token lasts 0.3 s; without an end the stream stays open
+            acknowledged = await stream.next()
+            final = await stream.next()
+            after = await stream.next()
+    assert acknowledged is not None and acknowledged["method"] == "notifications/subscriptions/acknowledged"
+    assert final is not None and final["id"] == 1 and final["result"]["resultType"] == "complete"
+    assert final["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == 1 and after is None
+
+
+async def test_a_2025_get_stream_ends_when_its_token_expires() -> None:
+    async with running(guarded(Counting())) as http, HttpClient.connect(http) as client:
+        session = await open_legacy(client, "soon")
+        async with HttpClient.connect(http) as other:
+            stream = SseStream(other, legacy=True)
+            wanted = ("authorization", "mcp-session-id", "mcp-protocol-version")
+            await stream.open_get({name: session[name] for name in wanted})
+            with anyio.fail_after(10):  # the token lasts 0.3 s; without an end the stream stays open
+                heard = await stream.next()
+    assert heard is None and stream.ended
