@@ -76,6 +76,9 @@ class Auth:
     (`{"files:admin": ["files:write"], "files:write": ["files:read"]}`), followed
     transitively: a verified token holds what it names and what that implies. Scopes
     imply nothing by their names alone; a verifier may also expand scopes itself.
+    `list_by_scope=True` lists (tools, prompts, resources, templates) only what the token's
+    scopes permit; by default lists show everything, so a client learns of what it may not
+    use yet and, using it, gets the 403 that names the scopes to step up to.
     """
 
     verifier: TokenVerifier
@@ -85,6 +88,7 @@ class Auth:
     scopes_supported: tuple[str, ...] = ()
     resource_name: str | None = None
     implied_scopes: Mapping[str, Iterable[str]] = field(default_factory=dict, hash=False)
+    list_by_scope: bool = False
 
     def __post_init__(self) -> None:
         if not self.resource.startswith(("https://", "http://")):

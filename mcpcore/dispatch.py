@@ -309,16 +309,24 @@ class Dispatcher:
         return self._discover
 
     async def _on_tools_list(self, route: Route, params: dict[str, Any], context: Context) -> bytes:
-        return self.server.tools.page(params.get("cursor"), self.server.result_meta)
+        return self.server.tools.page(params.get("cursor"), self.server.result_meta, self._shown(context))
 
     async def _on_resources_list(self, route: Route, params: dict[str, Any], context: Context) -> bytes:
-        return self.server.resources.page(params.get("cursor"), self.server.result_meta)
+        return self.server.resources.page(params.get("cursor"), self.server.result_meta, self._shown(context))
 
     async def _on_templates_list(self, route: Route, params: dict[str, Any], context: Context) -> bytes:
-        return self.server.templates.page(params.get("cursor"), self.server.result_meta)
+        return self.server.templates.page(params.get("cursor"), self.server.result_meta, self._shown(context))
 
     async def _on_prompts_list(self, route: Route, params: dict[str, Any], context: Context) -> bytes:
-        return self.server.prompts.page(params.get("cursor"), self.server.result_meta)
+        return self.server.prompts.page(params.get("cursor"), self.server.result_meta, self._shown(context))
+
+    def _shown(self, context: Context) -> Callable[[Any], bool] | None:
+        """Which items a list shows its caller: all (None), unless the server lists by scope
+        (`Auth(list_by_scope=True)`) and the caller has a token: then what its scopes permit."""
+        auth, token = self.server.auth, context.auth
+        if auth is None or token is None or not auth.list_by_scope:
+            return None
+        return lambda item: token.scopes.issuperset(item.scopes)
 
     async def _on_tools_call(self, route: Route, params: dict[str, Any], context: Context) -> dict[str, Any]:
         name = params.get("name")

@@ -32,10 +32,10 @@ class Broken:
         raise ConnectionError("the key server is unreachable")
 
 
-def guarded(verifier: Any = None) -> Server:
+def guarded(verifier: Any = None, **settings: Any) -> Server:
     auth = Auth(verifier or StaticTokens(TOKENS), RESOURCE, ("https://auth.example.com",), scopes=("files:read",),
-                implied_scopes=IMPLIED)
-    server = Server("guarded", auth=auth)
+                implied_scopes=IMPLIED, **settings)
+    server = Server("guarded", auth=auth, cache_scope="public")
 
     @server.tool
     async def whoami(ctx: Context) -> str:
@@ -135,6 +135,46 @@ async def test_a_broader_scope_passes_for_the_narrower_ones_it_implies_and_the_t
         assert held.response["result"]["content"][0]["text"] == "files:admin files:read files:write"
         narrow = await post(client, tool_call(3, "held_scopes"), "alice-token")
         assert narrow.response["result"]["content"][0]["text"] == "files:read"  # implied downwards only
+
+
+LISTS = {"tools/list": "tools", "prompts/list": "prompts", "resources/list": "resources",
+         "resources/templates/list": "resourceTemplates"}
+
+
+def names(result: dict[str, Any]) -> set[str]:
+    """What a list result shows: names and URIs (templates by their URI template)."""
+    field = next(key for key in LISTS.values() if key in result)
+    return {entry.get("uri") or entry.get("uriTemplate") or entry["name"] for entry in result[field]}
+
+
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
+@pytest.mark.parametrize("list_by_scope", [True, False], ids=["by-scope", "everything"])
+async def test_lists_by_scope_show_only_what_the_token_permits_and_by_default_show_everything(
+        era: str, list_by_scope: bool) -> None:
+    async with running(guarded(list_by_scope=list_by_scope)) as http, HttpClient.connect(http) as client:
+
+        async def listed(request_id: int, method: str, token: str) -> dict[str, Any]:
+            if era == "2026-07-28":
+                reply = await post(client, request(method, request_id), token)
+            else:
+                reply = await client.post(legacy(method, request_id), await open_legacy(client, token), legacy=True)
+            assert reply.status == 200, reply.body
+            return reply.response["result"]
+
+        reader = {method: await listed(n, method, "alice-token") for n, method in enumerate(LISTS)}
+        writer = {method: await listed(n, method, "writer-token") for n, method in enumerate(LISTS)}
+    assert names(writer["tools/list"]) == {"whoami", "write", "held_scopes"}
+    assert names(writer["prompts/list"]) == {"draft"}
+    assert names(writer["resources/list"]) == {"files://secret", "files://readme"}
+    assert names(writer["resources/templates/list"]) == {"files://drafts/{name}"}
+    scopes = {result.get("cacheScope") for result in (*reader.values(), *writer.values())}
+    unhinted = era == "2025-11-25"  # its results carry no cache hints
+    if not list_by_scope:
+        assert reader == writer and scopes == ({None} if unhinted else {"public"})
+        return
+    assert names(reader["tools/list"]) == {"whoami", "held_scopes"} and not names(reader["prompts/list"])
+    assert names(reader["resources/list"]) == {"files://readme"} and not names(reader["resources/templates/list"])
+    assert scopes == ({None} if unhinted else {"private"})  # the list varies by caller
 
 
 @pytest.mark.parametrize("message", [
