@@ -12,7 +12,7 @@ specification says; its calls have no principal.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Protocol
 
 __all__ = ["AccessToken", "Auth", "AuthFailure", "StaticTokens", "TokenVerifier"]
@@ -27,6 +27,13 @@ class AccessToken:
     scopes: frozenset[str] = frozenset()
     expires_at: float | None = None  # seconds since the epoch
     claims: Mapping[str, Any] = field(default_factory=dict)
+
+    def lifetime(self, now: float | None = None) -> float | None:
+        """Seconds until the token expires (0 once it has), or None when it does not: how long a
+        stream opened with it may last."""
+        if self.expires_at is None:
+            return None
+        return max(0.0, self.expires_at - (time.time() if now is None else now))
 
 
 class TokenVerifier(Protocol):
@@ -65,6 +72,13 @@ class Auth:
     `resource` is the MCP endpoint's canonical URL (`https://mcp.example.com/mcp`);
     `authorization_servers` the issuers clients get tokens from; `scopes` what every
     request needs (tools can require more, `@server.tool(scopes=[...])`).
+    `implied_scopes` maps a broader scope to the narrower ones it implies
+    (`{"files:admin": ["files:write"], "files:write": ["files:read"]}`), followed
+    transitively: a verified token holds what it names and what that implies. Scopes
+    imply nothing by their names alone; a verifier may also expand scopes itself.
+    `list_by_scope=True` lists (tools, prompts, resources, templates) only what the token's
+    scopes permit; by default lists show everything, so a client learns of what it may not
+    use yet and, using it, gets the 403 that names the scopes to step up to.
     """
 
     verifier: TokenVerifier
@@ -73,12 +87,17 @@ class Auth:
     scopes: tuple[str, ...] = ()
     scopes_supported: tuple[str, ...] = ()
     resource_name: str | None = None
+    implied_scopes: Mapping[str, Iterable[str]] = field(default_factory=dict, hash=False)
+    list_by_scope: bool = False
 
     def __post_init__(self) -> None:
         if not self.resource.startswith(("https://", "http://")):
             raise ValueError("Auth(resource=...) must be the MCP endpoint's absolute URL, e.g. https://mcp.example.com/mcp")
         if not self.authorization_servers:
             raise ValueError("Auth(authorization_servers=...) must name at least one issuer")
+        if any(isinstance(narrower, str) for narrower in self.implied_scopes.values()):
+            raise ValueError('Auth(implied_scopes=...) maps a scope to a list of scopes, e.g. {"files:admin": ["files:read"]}')
+        object.__setattr__(self, "implied_scopes", {broad: tuple(narrower) for broad, narrower in self.implied_scopes.items()})
 
     @property
     def metadata_url(self) -> str:
@@ -133,7 +152,19 @@ class Auth:
             return self._invalid("the token is not valid for this server")
         if found.expires_at is not None and found.expires_at <= (time.time() if now is None else now):
             return self._invalid("the token has expired")
+        if self.implied_scopes:
+            found = replace(found, scopes=self.granted(found.scopes))
         return self.check_scopes(found, self.scopes) or found
+
+    def granted(self, scopes: Iterable[str]) -> frozenset[str]:
+        """The scopes named and, transitively, every scope they imply (`implied_scopes`)."""
+        held, unexpanded = set(scopes), list(scopes)
+        while unexpanded:
+            for narrower in self.implied_scopes.get(unexpanded.pop(), ()):
+                if narrower not in held:
+                    held.add(narrower)
+                    unexpanded.append(narrower)
+        return frozenset(held)
 
     def _invalid(self, why: str) -> AuthFailure:
         return AuthFailure(401, self._challenge(self.scopes, "invalid_token", why), f"Unauthorized: {why}")

@@ -3,7 +3,8 @@
 Items list in registration order (deterministic across runs). Each list page
 is serialized once and reused until the collection changes; cursors are opaque
 base64 offsets. Cache hints: a page's `ttlMs` is the smallest of its items',
-and the list is `public` only when every item is.
+and the list is `public` only when every item is. A list filtered for its caller
+(by OAuth scope) is built per request, and private.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class CacheHints:
 class Item(Protocol):
     key: str
     cache: CacheHints
+    scopes: tuple[str, ...]
 
     def describe(self) -> dict[str, Any]: ...
 
@@ -71,6 +73,7 @@ class Catalog(Generic[T]):
         self.defaults = defaults
         self._items: dict[str, T] = {}
         self._pages: list[bytes] | None = None
+        self._scoped = False  # whether an item needs a scope (with _pages: both are rebuilt on a change)
         self._on_change = on_change
 
     def __len__(self) -> int:
@@ -99,30 +102,43 @@ class Catalog(Generic[T]):
         self._pages = None
         self._on_change()
 
-    def page(self, cursor: Any, result_meta: dict[str, Any]) -> bytes:
-        """The serialized list result for a cursor (None for the first page)."""
+    def page(self, cursor: Any, result_meta: dict[str, Any], shown: Callable[[T], bool] | None = None) -> bytes:
+        """The serialized list result for a cursor (None for the first page). `shown`, when given, says
+        which items the caller may see: a list with scoped items is then built for the request, its
+        cursors offsets into what the caller sees, and private (it varies by caller)."""
         if self._pages is None:
-            self._pages = self._render(result_meta)
-        if cursor is None:
-            return self._pages[0]
-        index, rest = divmod(decode_cursor(cursor), self.page_size)
-        if rest or index >= len(self._pages):
-            raise invalid_params("Invalid cursor: it does not point into this list", {"cursor": cursor})
-        return self._pages[index]
+            items = list(self._items.values())
+            scope = self._scope(items)
+            self._scoped = any(item.scopes for item in items)
+            self._pages = [self._render(items, start, scope, result_meta) for start in range(0, max(len(items), 1), self.page_size)]
+        if shown is not None and self._scoped:
+            visible = [item for item in self._items.values() if shown(item)]
+            return self._render(visible, self._start(cursor, len(visible)), "private", result_meta)
+        return self._pages[self._start(cursor, len(self._items)) // self.page_size]
 
-    def _render(self, result_meta: dict[str, Any]) -> list[bytes]:
-        items = list(self._items.values())
+    def _start(self, cursor: Any, count: int) -> int:
+        """The offset a cursor names in a list of `count` items (0 for no cursor)."""
+        if cursor is None:
+            return 0
+        offset = decode_cursor(cursor)
+        if offset % self.page_size or (offset and offset >= count):
+            raise invalid_params("Invalid cursor: it does not point into this list", {"cursor": cursor})
+        return offset
+
+    def _scope(self, items: list[T]) -> str | None:
+        """The list's `cacheScope`, the same on every page: `public` only when every item is."""
         hints = [item.cache.over(self.defaults) for item in items]
-        scope = "public" if hints and all(h.cache_scope == "public" for h in hints) else None
-        scope = scope or ("private" if hints else self.defaults.cache_scope)
-        pages = []
-        for start in range(0, max(len(items), 1), self.page_size):
-            chunk = items[start : start + self.page_size]
-            page_hints = hints[start : start + self.page_size]
-            ttl = min((h.ttl_ms for h in page_hints if h.ttl_ms is not None), default=self.defaults.ttl_ms or 0)
-            result: dict[str, Any] = {"resultType": "complete", self.field: [i.describe() for i in chunk]}
-            if start + self.page_size < len(items):
-                result["nextCursor"] = encode_cursor(start + self.page_size)
-            result.update(ttlMs=ttl, cacheScope=scope, _meta=result_meta)
-            pages.append(orjson.dumps(result))
-        return pages
+        if hints and all(h.cache_scope == "public" for h in hints):
+            return "public"
+        return "private" if hints else self.defaults.cache_scope
+
+    def _render(self, items: list[T], start: int, scope: str | None, result_meta: dict[str, Any]) -> bytes:
+        """The page of `items` from `start`; its `ttlMs` the smallest of its items'."""
+        chunk = items[start : start + self.page_size]
+        hints = [item.cache.over(self.defaults) for item in chunk]
+        ttl = min((h.ttl_ms for h in hints if h.ttl_ms is not None), default=self.defaults.ttl_ms or 0)
+        result: dict[str, Any] = {"resultType": "complete", self.field: [i.describe() for i in chunk]}
+        if start + self.page_size < len(items):
+            result["nextCursor"] = encode_cursor(start + self.page_size)
+        result.update(ttlMs=ttl, cacheScope=scope, _meta=result_meta)
+        return orjson.dumps(result)

@@ -149,11 +149,14 @@ class Dispatcher:
 
     def required_scopes(self, route: Route, message: dict[str, Any]) -> tuple[str, ...]:
         """The OAuth scopes a request needs beyond the server's: those of its tool, of its prompt, or of
-        the resources it reads or follows (a subscription hears only of what its caller may read)."""
+        the resources it reads or follows (a subscription hears only of what its caller may read).
+        Completing an argument of a prompt or template needs what using it needs: the values are its data."""
         if route.target is not None:
             return route.target.scopes
         params = message.get("params")
         params = params if isinstance(params, dict) else {}
+        if route.method == "completion/complete":
+            return self._ref_scopes(params.get("ref"))
         if route.method == "prompts/get" and isinstance(params.get("name"), str):
             prompt = self.server.prompts.get(params["name"])
             return () if prompt is None else prompt.scopes
@@ -167,6 +170,19 @@ class Dispatcher:
             resolved = self.find_resource(uri) if isinstance(uri, str) else None
             needed.update(dict.fromkeys(resolved[0].scopes if resolved else ()))
         return tuple(needed)
+
+    def _ref_scopes(self, ref: Any) -> tuple[str, ...]:
+        """The scopes of what a completion `ref` names: a prompt, or a resource template (or resource)."""
+        if not isinstance(ref, dict):
+            return ()
+        kind, server = ref.get("type"), self.server
+        if kind == "ref/prompt" and isinstance(ref.get("name"), str):
+            found: Any = server.prompts.get(ref["name"])
+        elif kind == "ref/resource" and isinstance(ref.get("uri"), str):
+            found = server.templates.get(ref["uri"]) or server.resources.get(ref["uri"])
+        else:
+            return ()
+        return () if found is None else found.scopes
 
     def legacy_handler(self, method: str) -> Handler | None:
         """The handler of a feature method the legacy wire shares, if the server offers it now."""
@@ -293,16 +309,24 @@ class Dispatcher:
         return self._discover
 
     async def _on_tools_list(self, route: Route, params: dict[str, Any], context: Context) -> bytes:
-        return self.server.tools.page(params.get("cursor"), self.server.result_meta)
+        return self.server.tools.page(params.get("cursor"), self.server.result_meta, self._shown(context))
 
     async def _on_resources_list(self, route: Route, params: dict[str, Any], context: Context) -> bytes:
-        return self.server.resources.page(params.get("cursor"), self.server.result_meta)
+        return self.server.resources.page(params.get("cursor"), self.server.result_meta, self._shown(context))
 
     async def _on_templates_list(self, route: Route, params: dict[str, Any], context: Context) -> bytes:
-        return self.server.templates.page(params.get("cursor"), self.server.result_meta)
+        return self.server.templates.page(params.get("cursor"), self.server.result_meta, self._shown(context))
 
     async def _on_prompts_list(self, route: Route, params: dict[str, Any], context: Context) -> bytes:
-        return self.server.prompts.page(params.get("cursor"), self.server.result_meta)
+        return self.server.prompts.page(params.get("cursor"), self.server.result_meta, self._shown(context))
+
+    def _shown(self, context: Context) -> Callable[[Any], bool] | None:
+        """Which items a list shows its caller: all (None), unless the server lists by scope
+        (`Auth(list_by_scope=True)`) and the caller has a token: then what its scopes permit."""
+        auth, token = self.server.auth, context.auth
+        if auth is None or token is None or not auth.list_by_scope:
+            return None
+        return lambda item: token.scopes.issuperset(item.scopes)
 
     async def _on_tools_call(self, route: Route, params: dict[str, Any], context: Context) -> dict[str, Any]:
         name = params.get("name")
@@ -358,4 +382,6 @@ class Dispatcher:
         task_ids = frozenset()
         if server.offers_tasks and isinstance(wanted, dict) and "taskIds" in wanted:
             task_ids = await server.tasks.followed(wanted["taskIds"], context)
-        return await server.subscriptions.listen(wanted, offered, context.request_id, context.send_notification, task_ids)
+        lifetime = None if context.auth is None else context.auth.lifetime()
+        return await server.subscriptions.listen(wanted, offered, context.request_id, context.send_notification, task_ids,
+                                                 lifetime)

@@ -22,6 +22,7 @@ server-to-client requests name the process that asked).
 from __future__ import annotations
 
 import itertools
+import math
 import secrets
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Iterator, Protocol
@@ -222,9 +223,10 @@ class Session:
         for pending in self._pending.values():
             pending.done.set()
 
-    async def forward(self, send: Callable[[bytes], Awaitable[None]]) -> None:
-        """Send list changes and updates of subscribed resources until the session ends."""
-        while (changes := await self.changes.next()) is not None:
+    async def forward(self, send: Callable[[bytes], Awaitable[None]], until: float = math.inf) -> None:
+        """Send list changes and updates of subscribed resources until the session ends, or until
+        `until` (anyio's clock: when the token of the stream's request expires)."""
+        while (changes := await self.changes.next(until)) is not None:
             for change in changes:
                 await send(encode_notification(METHODS[change.kind], {"uri": change.uri} if change.uri else {}))
 

@@ -16,6 +16,7 @@ is one server's registry of open subscriptions and runs `subscriptions/listen`.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Iterator, Protocol
 
@@ -121,11 +122,11 @@ class Subscriber:
         self.closed = True
         self._wake.set()
 
-    async def forward(self, subscription_id: Any, send: Send, describers: dict[str, Describe]) -> None:
-        """Acknowledge, then send each change tagged with the subscription id until closed."""
+    async def forward(self, subscription_id: Any, send: Send, describers: dict[str, Describe], until: float = math.inf) -> None:
+        """Acknowledge, then send each change tagged with the subscription id until closed or `until`."""
         tag = {SUBSCRIPTION_ID: subscription_id}
         await send("notifications/subscriptions/acknowledged", {"_meta": tag, "notifications": self.filter.to_wire()})
-        while (changes := await self.next()) is not None:
+        while (changes := await self.next(until)) is not None:
             for change in changes:
                 params: dict[str, Any] = {"_meta": tag}
                 describe = describers.get(change.kind)
@@ -142,12 +143,14 @@ class Subscriber:
                     params["uri"] = change.uri
                 await send(METHODS[change.kind], params)
 
-    async def next(self) -> list[Change] | None:
-        """The pending changes, oldest first; None once closed."""
-        while not self._pending and not self.closed:
+    async def next(self, until: float = math.inf) -> list[Change] | None:
+        """The pending changes, oldest first; None once closed, or once `until` (anyio's clock) has come:
+        a stream's reader stops there (its token expired) while the mailbox may serve another."""
+        while not self._pending and not self.closed and anyio.current_time() < until:
             self._wake = anyio.Event()
-            await self._wake.wait()
-        if self.closed:
+            with anyio.move_on_at(until):
+                await self._wake.wait()
+        if self.closed or anyio.current_time() >= until:
             return None
         changes = list(self._pending)
         self._pending.clear()
@@ -215,10 +218,13 @@ class Subscriptions:
         return iter(list(self._open))
 
     async def listen(
-        self, wanted: Any, offered: dict[str, bool], subscription_id: Any, send: Send, task_ids: frozenset[str] = frozenset()
+        self, wanted: Any, offered: dict[str, bool], subscription_id: Any, send: Send, task_ids: frozenset[str] = frozenset(),
+        lifetime: float | None = None,
     ) -> dict[str, Any]:
-        """Serve one `subscriptions/listen` until `close_all`; return its `complete` result.
-        `task_ids`: the tasks it may follow (the Tasks extension checked they are the caller's)."""
+        """Serve one `subscriptions/listen` until `close_all`, or for `lifetime` seconds at most (what is
+        left of the caller's token: no one hears of changes past the token that allowed it); return its
+        `complete` result. `task_ids`: the tasks it may follow (the Tasks extension checked they are the caller's)."""
+        until = math.inf if lifetime is None else anyio.current_time() + lifetime
         honoured = Filter.honoured(wanted, offered, self.max_uris, task_ids)
         if len(self._open) >= self.max_subscriptions:
             raise McpError(INVALID_REQUEST, f"Too many open subscriptions (limit {self.max_subscriptions}); close one first")
@@ -229,7 +235,7 @@ class Subscriptions:
         self._open.add(subscriber)
         self.bus.attach(subscriber)
         try:
-            await subscriber.forward(subscription_id, send, self.describers)
+            await subscriber.forward(subscription_id, send, self.describers, until)
         finally:
             self.bus.detach(subscriber)
             self._open.discard(subscriber)

@@ -22,7 +22,9 @@ A tool registered with `task_after_input=True` gathers its input first: a call
 without `inputResponses` runs in the request (its `InputRequired` is an ordinary
 `input_required` result), and the retry that brings the answers becomes the
 task. `ctx.progress(...)` in a task sets its `statusMessage`; log messages have
-nowhere to go and are dropped. Tasks are bounded in number, in all and per
+nowhere to go and are dropped. A round runs as the request that started it (the call, or
+the `tasks/update` that answered the last request): its `ctx.auth` is that request's verified
+token, held in memory and never stored. Tasks are bounded in number, in all and per
 principal (the store checks the limits in the step that writes a task, so calls
 at once, through any processes sharing it, never pass them), and expire `ttl_ms`
 after creation; a task is seen only by the
@@ -49,6 +51,7 @@ from .wire import (INTERNAL_ERROR, INVALID_REQUEST, LATEST_VERSION, META_LOG_LEV
                    invalid_params, missing_capability)
 
 if TYPE_CHECKING:
+    from .auth import AccessToken
     from .server import Server
     from .tools import Tool
 
@@ -129,7 +132,7 @@ class Tasks:
             raise RuntimeError("a task runs in the server's lifespan: serve the server (or enter `server.lifespan`) first")
         with anyio.CancelScope(shield=True):  # a record written is a task started, even if the request is cancelled
             record = await self._create(tool, arguments, params.get("inputResponses") or {}, context)
-            self.server.lifespan.spawn(self._run(record.task_id))
+            self.server.lifespan.spawn(self._run(record.task_id, context.auth))
         return {"resultType": "task", **_handle(record)}
 
     async def _create(self, tool: Tool, arguments: dict[str, Any], responses: Mapping[str, Any], context: Context) -> TaskRecord:
@@ -169,8 +172,9 @@ class Tasks:
 
     # -- rounds ---------------------------------------------------------------
 
-    async def _run(self, task_id: str) -> None:
-        """Run rounds while the task is working (a round that asks for nothing goes straight on)."""
+    async def _run(self, task_id: str, token: AccessToken | None) -> None:
+        """Run rounds while the task is working (a round that asks for nothing goes straight on), as the
+        request that started them: `token` is its verified token (`ctx.auth`), held in memory only."""
         if not self.per_process and self._watched is not self.server.bus:
             self._watched = self.server.bus
             self._watched.attach(_CancelWatcher(self))
@@ -181,7 +185,7 @@ class Tasks:
             with anyio.CancelScope() as scope:
                 self._running[task_id] = scope
                 try:
-                    outcome = await self._round(record)
+                    outcome = await self._round(record, token)
                 except BaseException:  # stopping, cancelled or expired: only a stop leaves it unsettled
                     with anyio.CancelScope(shield=True):
                         stopped = McpError(INTERNAL_ERROR, "The server stopped before the task finished")
@@ -207,14 +211,14 @@ class Tasks:
         log.error("task %s could not be %s (%s); it stays as it was until it expires", task_id, what, failure)
         return None
 
-    async def _round(self, record: TaskRecord) -> Any:
+    async def _round(self, record: TaskRecord, token: AccessToken | None) -> Any:
         """Run the function once; the change to the record that its outcome makes."""
         tool = self.server.tools.get(record.tool)
         if tool is None:
             return _failed(McpError(INTERNAL_ERROR, f"The tool {record.tool!r} is no longer offered"))
         meta = {**record.meta, "progressToken": record.task_id}
         call = Call({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": record.tool, "_meta": meta}},
-                    route=tool.route, principal=record.principal)
+                    route=tool.route, principal=record.principal, auth=token)
         context = Context(call, _StatusWriter(self, record.task_id), meta, self.server)
         context.state = record.state
         context.answers = read_answers(record.answers, record.kinds)
@@ -303,7 +307,7 @@ class Tasks:
             raise invalid_params('tasks/update needs an "inputResponses" object keyed by input request')
         changed = await self._update(record.task_id, _answering(responses))
         if changed is not None and changed[0].status == "input_required" and changed[1].status == "working":
-            self.server.lifespan.spawn(self._run(record.task_id))
+            self.server.lifespan.spawn(self._run(record.task_id, context.auth))
         return {}
 
     async def _on_cancel(self, params: dict[str, Any], context: Context) -> dict[str, Any]:

@@ -15,11 +15,12 @@ META = {"io.modelcontextprotocol/serverInfo": {"name": "test", "version": "0"}}
 
 
 class FakeItem:
-    """The smallest thing a Catalog holds: a key, cache hints and a description."""
+    """The smallest thing a Catalog holds: a key, cache hints, OAuth scopes and a description."""
 
-    def __init__(self, key: str, ttl_ms: int | None = None, scope: str | None = None) -> None:
+    def __init__(self, key: str, ttl_ms: int | None = None, scope: str | None = None, scopes: tuple[str, ...] = ()) -> None:
         self.key = key
         self.cache = CacheHints(ttl_ms, scope)
+        self.scopes = scopes
         self.describe_calls = 0
 
     def describe(self) -> dict[str, Any]:
@@ -67,6 +68,26 @@ def test_cursor_chain_visits_every_item_once_in_registration_order() -> None:
             break
     assert seen == ["a", "b", "c", "d", "e"]
     assert sizes == [2, 2, 1]
+
+
+def test_a_list_by_scope_pages_through_what_the_caller_sees_privately_and_costs_nothing_without_scoped_items() -> None:
+    catalog, _ = make_catalog(page_size=2, defaults=CacheHints(0, "public"))
+    for key, scopes in (("a", ("x",)), ("b", ()), ("c", ("y",)), ("d", ()), ("e", ("x",)), ("f", ())):
+        catalog.add(FakeItem(key, scopes=scopes))
+    seen, scopes_seen, cursor = [], set(), None
+    for _ in range(10):
+        result = orjson.loads(catalog.page(cursor, META, lambda item: "x" not in item.scopes))
+        seen += [entry["name"] for entry in result["tools"]]
+        scopes_seen.add(result["cacheScope"])
+        cursor = result.get("nextCursor")
+        if cursor is None:
+            break
+    assert seen == ["b", "c", "d", "f"] and scopes_seen == {"private"}
+    assert page(catalog)["cacheScope"] == "public"  # unfiltered: as before
+    with pytest.raises(McpError, match="Invalid cursor"):
+        catalog.page(encode_cursor(4), META, lambda item: not item.scopes)  # past the 3 items that are seen
+    plain, _ = make_catalog("a", "b")
+    assert plain.page(None, META, lambda item: False) is plain.page(None, META)  # the cached page, unfiltered
 
 
 def test_last_page_has_no_next_cursor() -> None:

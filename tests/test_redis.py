@@ -25,6 +25,7 @@ import pytest
 from conftest import ROOT, free_port, legacy, request
 from http_client import HttpClient, SseStream
 from mcpcore import Context, Elicit, InputRequired, McpError, Server
+from mcpcore.auth import AccessToken, Auth, StaticTokens
 from mcpcore.testing import Client
 from task_store_contract import TaskStoreContract
 from test_interop_ts_sdk import expect_every_feature
@@ -95,6 +96,21 @@ short_lived_server.add_tool(nap, task="optional")
 limited_server = Server("limited")  # three tasks at most, however many processes create them
 limited_server.tasks.configure(max_tasks_per_principal=3)
 limited_server.add_tool(nap, task="required")
+
+
+authenticated_server = Server("authenticated", auth=Auth(StaticTokens({
+    "desk-token": AccessToken("bob", "desk-app"),
+    "phone-token": AccessToken("bob", "phone-app"),
+}), "http://127.0.0.1/mcp", ("https://auth.example.com",)))
+
+
+@authenticated_server.tool(task="optional")
+def audited(ctx: Context) -> str:
+    """Reports the token each round ran with: the creating call's, then the answering update's."""
+    seen = "no token" if ctx.auth is None else f"{ctx.auth.subject} via {ctx.auth.client_id}"
+    if ctx.state is None:
+        raise InputRequired(ok=Elicit("Go on?", CONFIRM), state={"first": seen})
+    return f"{ctx.state['first']}; then {seen}"
 
 
 class RedisServer:
@@ -193,9 +209,10 @@ def answered_by_tasks_update(params: dict[str, Any]) -> Any:
     raise AssertionError(f"a task's question is answered with tasks/update, not in the call: {params}")
 
 
-def client(port: int) -> Client:
+def client(port: int, token: str | None = None) -> Client:
     """A client of the process at `port` that declares the Tasks extension and form elicitation."""
-    return Client.http(f"http://127.0.0.1:{port}/mcp", extensions=TASKS, strict=True, elicit=answered_by_tasks_update)
+    return Client.http(f"http://127.0.0.1:{port}/mcp", token=token, extensions=TASKS, strict=True,
+                       elicit=answered_by_tasks_update)
 
 
 async def poll(client: Client, task_id: str, until: tuple[str, ...] = ("completed", "failed", "cancelled")) -> dict[str, Any]:
@@ -250,6 +267,19 @@ async def test_a_task_made_on_one_process_is_polled_answered_and_cancelled_on_th
                                                   "inputResponses": {key: {"action": "accept", "content": {"ok": True}}}})
             done = await poll(first, asking["taskId"])
             assert done["result"]["content"][0]["text"] == "confirmed: True"
+
+
+async def test_a_round_started_by_tasks_update_on_the_other_process_runs_with_that_requests_token(
+        redis_server: RedisServer) -> None:
+    with processes(redis_server, target="tests/test_redis.py:authenticated_server") as (a, b):
+        async with client(a, "desk-token") as desk, client(b, "phone-token") as phone:
+            asking = (await desk.request("tools/call", {"name": "audited", "arguments": {}})).result
+            waiting = await poll(phone, asking["taskId"], until=("input_required",))
+            (key,) = waiting["inputRequests"]
+            await phone.request("tasks/update", {"taskId": asking["taskId"],
+                                                 "inputResponses": {key: {"action": "accept", "content": {"ok": True}}}})
+            done = await poll(desk, asking["taskId"])
+    assert done["result"]["content"][0]["text"] == "bob via desk-app; then bob via phone-app"
 
 
 async def test_cancelling_on_one_process_cancels_the_round_running_on_the_other(redis_server: RedisServer, tmp_path: Path) -> None:

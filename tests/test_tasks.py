@@ -18,6 +18,7 @@ import pytest
 from conftest import ROOT, meta, request
 from http_client import HttpClient, Reply, mcp_headers, running
 from mcpcore import Context, Elicit, InputRequired, McpError, Server, ToolError, subscriptions, tasks
+from mcpcore.auth import AccessToken, Auth, StaticTokens
 from mcpcore.testing import Client
 from mcpcore.wire import InvalidParams
 from memory import exchange
@@ -657,19 +658,25 @@ def http_message(method: str, request_id: int, **params: Any) -> dict[str, Any]:
     return request(method, request_id, _meta=declaring_meta(), **params)
 
 
-async def http_start(http: Any, tool: str, arguments: dict[str, Any] | None = None) -> str:
+def bearer(headers: dict[str, str], token: str | None) -> dict[str, str]:
+    """The headers, with `Authorization: Bearer <token>` when there is a token."""
+    return headers if token is None else {**headers, "authorization": f"Bearer {token}"}
+
+
+async def http_start(http: Any, tool: str, arguments: dict[str, Any] | None = None, token: str | None = None) -> str:
     """Create a task by a POST on a connection of its own, closed once the reply has come."""
     message = http_message("tools/call", 1, name=tool, arguments=arguments or {})
     async with HttpClient.connect(http) as creator:
-        reply = await creator.post(message)
+        reply = await creator.post(message, bearer(mcp_headers(message), token))
     assert reply.status == 200, reply
     return assert_created(reply.response["result"])
 
 
-async def http_call(client: HttpClient, method: str, task_id: str, mcp_name: str | None = "", **params: Any) -> Reply:
+async def http_call(client: HttpClient, method: str, task_id: str, mcp_name: str | None = "", token: str | None = None,
+                    **params: Any) -> Reply:
     """A tasks/* POST; `mcp_name` "" mirrors the taskId, None sends no Mcp-Name."""
     message = http_message(method, 2, taskId=task_id, **params)
-    headers = mcp_headers(message)
+    headers = bearer(mcp_headers(message), token)
     if mcp_name is None:
         del headers["mcp-name"]
     elif mcp_name:
@@ -677,8 +684,8 @@ async def http_call(client: HttpClient, method: str, task_id: str, mcp_name: str
     return await client.post(message, headers)
 
 
-async def http_task(client: HttpClient, task_id: str) -> dict[str, Any]:
-    reply = await http_call(client, "tasks/get", task_id)
+async def http_task(client: HttpClient, task_id: str, token: str | None = None) -> dict[str, Any]:
+    reply = await http_call(client, "tasks/get", task_id, token=token)
     assert reply.status == 200, reply
     return reply.response["result"]
 
@@ -736,6 +743,42 @@ async def test_over_http_input_is_given_by_tasks_update() -> None:
             task = await poll(lambda: http_task(client, task_id))
     assert list(waiting["inputRequests"]) == ["confirmation"] and answered.status == 200
     assert task["result"]["content"] == [{"type": "text", "text": "kept b.txt"}]
+
+
+TOKENS = {
+    "bob-token": AccessToken("bob", "desk-app", frozenset({"files:read", "files:write"})),
+    "bob-phone-token": AccessToken("bob", "phone-app", frozenset({"files:read"})),
+}
+
+
+def authenticated_tasks_server() -> Server:
+    auth = Auth(StaticTokens(TOKENS), "http://127.0.0.1:8000/mcp", ("https://auth.example.com",), scopes=("files:read",))
+    server = Server("tasks-with-auth", auth=auth)
+
+    @server.tool(task="optional", scopes=["files:write"])
+    def audited(ctx: Context) -> str:
+        """Reports the token each round ran with: the creating call's, then the answering update's."""
+        token = ctx.auth
+        seen = "no token" if token is None else f"{token.subject} via {token.client_id} {' '.join(sorted(token.scopes))}"
+        if ctx.state is None:
+            raise InputRequired(confirm=Elicit("Go on?", CONFIRM), state={"first": seen})
+        return f"{ctx.state['first']}; then {seen}"
+
+    return server
+
+
+@pytest.mark.usefixtures("http_flavour")
+async def test_over_http_each_round_of_a_task_runs_with_the_token_of_the_request_that_started_it() -> None:
+    async with running(authenticated_tasks_server()) as http:
+        task_id = await http_start(http, "audited", token="bob-token")
+        async with HttpClient.connect(http) as client:
+            await poll(lambda: http_task(client, task_id, "bob-token"), until=("input_required",))
+            answered = await http_call(client, "tasks/update", task_id, token="bob-phone-token",
+                                       inputResponses={"confirm": accept(confirm=True)})
+            task = await poll(lambda: http_task(client, task_id, "bob-token"))
+    assert answered.status == 200 and task["status"] == "completed", task
+    assert task["result"]["content"] == [{"type": "text", "text": (
+        "bob via desk-app files:read files:write; then bob via phone-app files:read")}]
 
 
 # -- over stdio -------------------------------------------------------------------
