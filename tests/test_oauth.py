@@ -16,8 +16,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterator
 
 import anyio
+import anyio.from_thread
 import jwt
+import orjson
 import pytest
+from hypothesis import given, settings, strategies as st
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from conftest import free_port, request
@@ -25,6 +28,7 @@ from http_client import HttpClient, Reply, mcp_headers, running
 from mcpcore import Context, Server
 from mcpcore.auth import Auth, VerifierUnavailable
 from mcpcore.oauth import IntrospectionVerifier, JwtVerifier
+from test_http_rules import conforming_raw, raw_head, send_raw
 
 pytestmark = pytest.mark.anyio
 
@@ -364,3 +368,84 @@ async def test_an_introspection_endpoint_that_does_not_answer_makes_the_verifier
                                      client_secret="s3cret")
     with pytest.raises(VerifierUnavailable):
         await verifier.verify("opaque")
+
+
+# -- fuzzing the Authorization header ------------------------------------------------
+
+FUZZ = settings(max_examples=300, deadline=None, derandomize=True, database=None)
+FUZZ_HEADER_LIMIT = 4096  # the server's header limit in the fuzz, so a huge value costs little
+CONTROLS = frozenset(chr(c) for c in (*range(32), 127)) - {"\t"}  # what HTTP may refuse in a header value: 400
+
+json_value = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=6,
+)
+base64url = st.binary(max_size=48).map(lambda data: base64.urlsafe_b64encode(data).rstrip(b"=").decode())
+header_text = st.text(st.characters(max_codepoint=0xFF, exclude_characters="\r\n"), max_size=40)  # as latin-1 decodes
+non_ascii = st.text(st.characters(min_codepoint=0x80, exclude_categories=("Cs",)), min_size=1, max_size=10).map(
+    lambda text: text.encode().decode("latin-1"))  # UTF-8 bytes on the wire
+
+
+@st.composite
+def jwt_like(draw: st.DrawFn, genuine: list[str]) -> str:
+    """A genuine token under a drawn header (`alg` and `kid` swaps), some segments replaced, some added."""
+    algorithm = st.sampled_from(["RS256", "ES256", "PS256", "HS256", "EdDSA", "ES512", "none", ""])
+    kid = st.sampled_from(["k1", "e1", "k9", ""])
+    header = draw(st.fixed_dictionaries(
+        {"alg": st.one_of(algorithm, algorithm, algorithm, json_value), "kid": st.one_of(kid, kid, kid, json_value)},
+        optional={"typ": json_value, "crit": json_value, "b64": json_value},
+    ))
+    segments = [segment(header), *draw(st.sampled_from(genuine)).split(".")[1:]]
+    for index in draw(st.lists(st.integers(0, 2), max_size=3)):
+        segments[index] = draw(base64url | header_text | st.builds(segment, json_value))
+    return ".".join(segments + draw(st.lists(base64url, max_size=2)))
+
+
+def authorization(genuine: list[str]) -> st.SearchStrategy[str]:
+    """Authorization values, mostly `Bearer <near-JWT>` (that reaches the verifier); else other schemes,
+    any spacing, garbage, non-ASCII, huge."""
+    near_jwt = jwt_like(genuine)
+    token = st.one_of(near_jwt, near_jwt, header_text, non_ascii, base64url,
+                      st.integers(FUZZ_HEADER_LIMIT // 2, FUZZ_HEADER_LIMIT * 2).map(lambda size: "x" * size))
+    spaces = st.text(" \t", max_size=30)
+    bearer = st.builds(lambda *parts: "".join(parts), spaces, st.sampled_from(["Bearer", "bearer", "BEARER"]),
+                       spaces.map(lambda gap: " " + gap), token, spaces)
+    scheme = st.sampled_from(["Basic", "Token", "Bearer:", "", "Bearer,", "Bearer\t"]) | header_text
+    other = st.builds(lambda *parts: "".join(parts), spaces, scheme, spaces, token, spaces)
+    return st.one_of(bearer, bearer, other)
+
+
+def expected(value: str) -> set[int]:
+    """401 with a challenge, unless HTTP itself refuses the header: 400 for a control character h11 refuses,
+    431 past the header limit."""
+    statuses = {401, 400} if CONTROLS.intersection(value) else {401}
+    return statuses | {431} if len(value) > FUZZ_HEADER_LIMIT // 2 else statuses
+
+
+async def ask(http: Any, value: str) -> Reply:
+    """One request on its own connection (a refusal of malformed HTTP closes it) with this Authorization."""
+    message = request("tools/call", 1, name="whoami", arguments={})
+    with anyio.fail_after(LIMIT):
+        async with HttpClient.connect(http) as client:
+            head = raw_head(conforming_raw(client, message, authorization=value))
+            return await send_raw(client, head + orjson.dumps(message))
+
+
+def test_fuzzed_authorization_headers_are_401_with_a_challenge_and_the_server_stays_up(issuer: AuthorizationServer) -> None:
+    issuer.keys["e1"] = ec.generate_private_key(ec.SECP256R1())
+    genuine = [issuer.sign(), issuer.sign("e1"), issuer.sign(exp=10**400)]
+    verifier = JwtVerifier(issuer.issuer, RESOURCE, jwks_url=issuer.issuer + "/jwks")
+    serving = running(guarded(issuer, verifier), max_header_bytes=FUZZ_HEADER_LIMIT)
+    with anyio.from_thread.start_blocking_portal("asyncio") as portal, portal.wrap_async_context_manager(serving) as http:
+
+        @FUZZ
+        @given(authorization(genuine))
+        def refused_with_a_challenge(value: str) -> None:
+            reply = portal.call(ask, http, value)
+            assert reply.status in expected(value), (value[:200], reply.status, reply.body[:200])
+            assert reply.status != 401 or refused(reply), reply.headers
+
+        refused_with_a_challenge()
+        assert portal.call(ask, http, f"Bearer {genuine[0]}").status == 200
+    assert issuer.hits["/jwks"] <= 2  # made-up key ids fetch the key set at most once a minute
