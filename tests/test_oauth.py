@@ -1,7 +1,9 @@
 """JWT and introspection verifiers against a real authorization server stand-in on 127.0.0.1.
 
-Tokens are signed with real RSA keys; the key set, the RFC 8414 metadata and the
-introspection endpoint are served over HTTP by a stdlib server in a thread.
+Tokens are signed with real RSA and EC keys; the key set, the RFC 8414 metadata and
+the introspection endpoint are served over HTTP by a stdlib server in a thread, whose
+key set can be made to fail or to hang until released. Verifiers whose cache is under
+test get a clock the test moves, so fetches are counted, never timed.
 """
 
 from __future__ import annotations
