@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Protocol
 
-__all__ = ["AccessToken", "Auth", "AuthFailure", "StaticTokens", "TokenVerifier"]
+__all__ = ["AccessToken", "Auth", "AuthFailure", "StaticTokens", "TokenVerifier", "VerifierUnavailable"]
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class AccessToken:
     subject: str
     client_id: str | None = None
     scopes: frozenset[str] = frozenset()
-    expires_at: float | None = None  # seconds since the epoch
+    expires_at: float | None = None  # seconds since the epoch, when the token stops being accepted here
     claims: Mapping[str, Any] = field(default_factory=dict)
 
     def lifetime(self, now: float | None = None) -> float | None:
@@ -37,9 +37,19 @@ class AccessToken:
 
 
 class TokenVerifier(Protocol):
-    """Checks a bearer token: the caller it names, or None when it is not valid here."""
+    """Checks a bearer token: the caller it names, or None when it is not valid here.
+
+    A token that is malformed, forged, expired or for another server is None (a 401),
+    never an exception; a verifier that cannot decide now (its key set or introspection
+    endpoint unreachable) raises `VerifierUnavailable` (a 503 with `Retry-After`).
+    """
 
     async def verify(self, token: str) -> AccessToken | None: ...
+
+
+class VerifierUnavailable(Exception):
+    """A verifier cannot decide now: the request gets 503 with `Retry-After`. The verifier has
+    said why in its own log when its fetch failed, so the transport does not log it per request."""
 
 
 class StaticTokens:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 from conftest import legacy, request, tool_call
 from http_client import HttpClient, SseStream, mcp_headers, running
 from mcpcore import Context, Server
-from mcpcore.auth import AccessToken, Auth, StaticTokens
+from mcpcore.auth import AccessToken, Auth, StaticTokens, VerifierUnavailable
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("http_flavour")]  # the built-in server, then uvicorn
 
@@ -28,8 +29,17 @@ IMPLIED = {"files:admin": ["files:write"], "files:write": ["files:read"]}
 
 
 class Broken:
+    """A verifier with a defect: it raises what no verifier should."""
+
     async def verify(self, token: str) -> AccessToken | None:
         raise ConnectionError("the key server is unreachable")
+
+
+class Unavailable:
+    """A verifier that cannot decide now, and says so."""
+
+    async def verify(self, token: str) -> AccessToken | None:
+        raise VerifierUnavailable("the key server is unreachable")
 
 
 def guarded(verifier: Any = None, **settings: Any) -> Server:
@@ -244,11 +254,14 @@ async def test_a_legacy_session_belongs_to_the_principal_that_opened_it() -> Non
         assert mine.status == 200 and mine.response["result"] == {}
 
 
-async def test_a_verifier_that_fails_is_503_and_the_server_goes_on() -> None:
-    async with running(guarded(Broken())) as http, HttpClient.connect(http) as client:
+@pytest.mark.parametrize(("verifier", "tracebacks"), [(Broken(), 2), (Unavailable(), 0)], ids=["defect", "unavailable"])
+async def test_a_verifier_that_fails_or_cannot_decide_is_503_and_the_server_goes_on(
+        verifier: Any, tracebacks: int, caplog: pytest.LogCaptureFixture) -> None:
+    async with running(guarded(verifier)) as http, HttpClient.connect(http) as client:
         for request_id in (1, 2):
             reply = await post(client, tool_call(request_id, "whoami"), "alice-token")
             assert reply.status == 503 and reply.headers["retry-after"] == "1"
+    assert len([record for record in caplog.records if record.levelno >= logging.ERROR]) == tracebacks
 
 
 def test_auth_settings_are_checked_and_the_metadata_url_follows_the_endpoint() -> None:

@@ -35,7 +35,7 @@ from typing import Any, Awaitable, Callable
 import h11
 import orjson
 
-from mcpcore.auth import AccessToken, Auth, AuthFailure
+from mcpcore.auth import AccessToken, Auth, AuthFailure, VerifierUnavailable
 from mcpcore.call import Call
 from mcpcore.protocol import Route, http_status
 from mcpcore.routes import CustomRoute, HttpRequest
@@ -96,6 +96,7 @@ class Fixed:
 
 
 VERDICT_SECONDS = 60.0  # how long a connection reuses a verified token without asking the verifier again
+VERIFIER_UNAVAILABLE = AuthFailure(503, "", "The access token could not be verified now; retry shortly")
 # `_reply`'s arguments when a custom route fails
 _ROUTE_FAILED = (500, b'{"error":"the route failed; see the server log"}', (), False, b"application/json")
 GET_ONLY = Fixed(405, b'{"status":"method not allowed"}', (("allow", "GET, HEAD"),))  # probes, metadata, metrics
@@ -437,9 +438,12 @@ class Exchange:
         async def verify() -> AccessToken | AuthFailure:
             try:
                 return await auth.authenticate(self._headers.get("authorization"))
-            except Exception:  # a verifier that cannot decide (its key server is down, say) is not the client's fault
+            except VerifierUnavailable as why:  # its key server is down, say: not the client's fault
+                log.debug("the token verifier cannot decide now: %s", why)
+                return VERIFIER_UNAVAILABLE
+            except Exception:  # a verifier's defect, not the client's fault either
                 log.exception("the token verifier failed")
-                return AuthFailure(503, "", "The access token could not be verified now; retry shortly")
+                return VERIFIER_UNAVAILABLE
 
         def verified(verdict: AccessToken | AuthFailure) -> bool:
             if isinstance(verdict, AuthFailure):
