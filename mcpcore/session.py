@@ -8,7 +8,10 @@ level set by `logging/setLevel`, and the resource URIs it subscribed to (a bus
 subscription). Server-to-client requests (`elicitation/create`,
 `sampling/createMessage`, `roots/list`) go out through the writer of the call
 that asks, and the client's responses come back through `deliver`.
-`Sessions` is the HTTP transport's bounded registry with idle expiry.
+`Sessions` is the HTTP transport's bounded registry with idle expiry: a place per
+session, taken by `reserve` and given back on every path that ends a session
+(`end`), or that ends an `initialize` without one (`abandon`: it failed, or its
+client left before the answer).
 
 When several processes share sessions (`SessionStore`, `redisstate.py`), the
 store's `SessionRecord` is the truth and each process's `Sessions` holds
@@ -22,6 +25,7 @@ server-to-client requests name the process that asked).
 from __future__ import annotations
 
 import itertools
+import logging
 import secrets
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Iterator, Protocol
@@ -32,6 +36,8 @@ import orjson
 from .call import Call, Writer
 from .subscriptions import METHODS, PROMPTS, RESOURCES, TOOLS, Bus, Filter, Subscriber
 from .wire import INVALID_REQUEST, McpError, encode_notification, is_request_id
+
+log = logging.getLogger(__name__)
 
 _CLIENT_REQUEST_IDS = itertools.count(1)
 # Server-to-client request ids name this process: a response posted to another one is relayed here.
@@ -325,7 +331,7 @@ class Sessions:
         """Hold a place for a session being initialized (-32600 when every place is taken).
 
         Reserved places count against the limit, so concurrent `initialize` requests
-        cannot overshoot it; `add` or `release` gives the place back.
+        cannot overshoot it; `add` keeps the place for the session, `abandon` gives it back.
         """
         if self.limit == 0:
             raise McpError(INVALID_REQUEST, "This server opens no 2025-era sessions (max_sessions=0; with --workers "
@@ -336,15 +342,26 @@ class Sessions:
             raise McpError(INVALID_REQUEST, f"Too many open sessions (limit {self.limit}); retry later or end one with DELETE")
         self._reserved += 1
 
-    def release(self) -> None:
-        """An initialize that held a place failed."""
-        self._reserved -= 1
-
     def add(self, session: Session) -> None:
         """Register a session that just negotiated, in the place `reserve` held for it."""
         assert session.id is not None and self._reserved > 0
         self._reserved -= 1
         self.adopt(session)
+
+    def abandon(self, session: Session) -> Awaitable[None] | None:
+        """An initialize that held a place ended without registering its session (it failed, or its
+        client left before the answer): give back the place and the session's subscriber; with a
+        store, the awaitable that forgets what the store has of it (None: done)."""
+        self._reserved -= 1
+        session.close()
+        return None if self.store is None else self._forget(session)
+
+    async def _forget(self, session: Session) -> None:
+        try:
+            await self.store.delete(session.id)  # type: ignore[union-attr, arg-type]
+        except McpError as unreachable:  # its record (if it was stored) expires after the idle timeout
+            log.warning("the record of session %s, whose initialize did not open it, stays in the shared store "
+                        "until it expires: %s", session.id, unreachable.message)
 
     def adopt(self, session: Session) -> None:
         """Hold a copy of a session another process opened (never refused: the session exists)."""
@@ -368,6 +385,7 @@ class Sessions:
             self.store is not None and session.streaming)
 
     def end(self, session: Session) -> None:
+        """End a live session here: its place and its subscriber are free again."""
         if session.id is not None and self._live.get(session.id) is session:
             del self._live[session.id]
         session.close()

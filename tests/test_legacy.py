@@ -40,13 +40,13 @@ class Clock:
         return self.now
 
 
-def test_reserved_places_count_against_the_limit_and_release_frees_them() -> None:
+def test_reserved_places_count_against_the_limit_and_abandon_frees_them() -> None:
     sessions = Sessions(2, 60, Clock())
     sessions.reserve()
     sessions.reserve()
     with pytest.raises(McpError, match="limit 2"):
         sessions.reserve()
-    sessions.release()
+    assert sessions.abandon(Session("failed")) is None  # nothing to forget without a store
     sessions.reserve()
 
 

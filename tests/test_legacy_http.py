@@ -10,12 +10,17 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import orjson
 import pytest
 
 from conftest import VERSION, legacy, request
 from http_client import HttpClient, SseStream, mcp_headers, running
+from mcpcore.call import Call
+from mcpcore.middleware import Next
+from mcpcore.transports.exchange import Exchange
 from mcpcore.transports.resume import StreamStore
 from servers import legacy_server
+from test_subscriptions import WatchedBus
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("http_flavour")]  # the built-in server, then uvicorn
 LIMIT = 10
@@ -228,3 +233,70 @@ def test_a_stream_whose_events_all_left_the_store_cannot_be_resumed_from_an_old_
         other._record(b"{}")
     assert store.find("s1.1") is None and store.find("s1.3") is stream  # after the newest: nothing missed
     assert store.find("s1.9") is None  # never sent
+
+
+class HeldAnswers:
+    """Middleware holding each `initialize`'s answer (its session already negotiated) until `release`,
+    so a test can make the client leave first; `lost` is set when an exchange has seen its peer leave."""
+
+    def __init__(self) -> None:
+        self.negotiated, self.release, self.lost = anyio.Event(), anyio.Event(), anyio.Event()
+
+    async def __call__(self, call: Call, call_next: Next) -> bytes:
+        answer = await call_next(call)
+        if call.message["method"] == "initialize":
+            self.negotiated.set()
+            await self.release.wait()
+        return answer
+
+    def watch_peers(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        seen_leaving = Exchange._lost
+
+        def lost(exchange: Exchange) -> None:
+            seen_leaving(exchange)
+            self.lost.set()
+
+        monkeypatch.setattr(Exchange, "_lost", lost)
+
+    def rearm(self) -> None:
+        self.negotiated, self.release, self.lost = anyio.Event(), anyio.Event(), anyio.Event()
+
+
+OPEN = legacy("initialize", 0, protocolVersion="2025-11-25", capabilities={}, clientInfo=CLIENT)
+
+
+async def test_an_initialize_whose_client_left_before_its_answer_gives_back_everything_it_took(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    held, bus = HeldAnswers(), WatchedBus()
+    held.watch_peers(monkeypatch)
+    server = legacy_server.build(bus=bus, middleware=[held])
+    async with running(server, max_sessions=2) as http:
+        for _ in range(3):  # more than max_sessions: each left place must be free again
+            async with HttpClient.connect(http) as client:
+                await client.send_request("POST", "/mcp", BASE, orjson.dumps(OPEN))
+                with anyio.fail_after(LIMIT):
+                    await held.negotiated.wait()
+            with anyio.fail_after(LIMIT):
+                await held.lost.wait()  # the server saw the client leave; now the answer is written
+                held.release.set()
+                await bus.until(lambda: len(bus.subscribers) == len(http.sessions) == 0)
+            held.rearm()
+        held.release.set()  # from here on answers go out at once
+        async with HttpClient.connect(http) as client:
+            with anyio.fail_after(LIMIT):
+                ids = [await initialize(client) for _ in range(2)]
+        assert len(http.sessions) == len(bus.subscribers) == 2 and len(set(ids)) == 2
+
+
+async def test_a_failed_initialize_and_a_deleted_session_leave_no_subscriber_on_the_bus() -> None:
+    bus = WatchedBus()
+    async with running(legacy_server.build(bus=bus)) as http, HttpClient.connect(http) as client:
+        with anyio.fail_after(LIMIT):
+            failed = await client.post(legacy("initialize", 0, capabilities={}), BASE, legacy=True)
+            assert failed.status == 400 and len(bus.subscribers) == 0
+            session_id = await initialize(client)
+            assert len(bus.subscribers) == 1
+            await client.send_request("DELETE", "/mcp", session_headers(session_id))
+            assert (await client.read_reply()).status == 200
+            assert len(bus.subscribers) == len(http.sessions) == 0
+

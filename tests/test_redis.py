@@ -20,10 +20,12 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Iterator
 
 import anyio
+import orjson
 import pytest
 
 from conftest import ROOT, free_port, legacy, request
 from http_client import HttpClient, SseStream
+from servers import legacy_server
 from mcpcore import Context, Elicit, InputRequired, McpError, Server
 from mcpcore.testing import Client
 from task_store_contract import TaskStoreContract
@@ -681,3 +683,28 @@ async def test_a_change_made_again_while_its_first_publication_is_in_flight_is_s
                 await anyio.sleep(0.01)
         tasks.cancel_scope.cancel()
     assert len(State.client.sent) == 2 and not bus.pending
+
+
+async def test_an_initialize_whose_client_left_before_its_answer_leaves_no_record_in_redis(
+        redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    from http_client import running
+    from mcpcore.redisstate import RedisState
+    from servers import legacy_server
+    from test_legacy_http import BASE, OPEN, HeldAnswers
+
+    held = HeldAnswers()
+    held.watch_peers(monkeypatch)
+    server = legacy_server.build(store=RedisState(redis_server.url), state_keys=[KEYS], middleware=[held])
+    async with running(server, via="h11") as http:
+        async with HttpClient.connect(http) as client:
+            await client.send_request("POST", "/mcp", BASE, orjson.dumps(OPEN))
+            with anyio.fail_after(10):
+                await held.negotiated.wait()
+        assert len(session_keys(redis_server)) == 1  # stored before the answer names it
+        with anyio.fail_after(10):
+            await held.lost.wait()
+            held.release.set()
+            while session_keys(redis_server):  # forgotten once the call has ended, in a round trip to Redis
+                await anyio.sleep(0.05)
+        assert len(http.sessions) == len(server.bus._local.subscribers) == 0
+

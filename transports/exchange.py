@@ -676,9 +676,17 @@ class Exchange:
         self.call = self.writer = None
         if call.session is not None:
             call.session.calls.pop(call.message["id"], None)
-        if self._opening is not None:  # an initialize that did not negotiate
-            self.endpoint.sessions.release()
-            self._opening = None
+        opening, self._opening = self._opening, None
+        if opening is not None:  # an initialize whose session was not registered: it failed, or its client left
+            forgetting = self.endpoint.sessions.abandon(opening)
+            if forgetting is not None:  # shared: forgotten in the store before the connection reads on
+
+                def after(_: None) -> bool:
+                    self._after(writer)
+                    return False
+
+                self._pause(asyncio.shield(forgetting), after)
+                return
         self._after(writer)
 
     def _after(self, writer: HttpWriter | None) -> None:
