@@ -708,3 +708,28 @@ async def test_an_initialize_whose_client_left_before_its_answer_leaves_no_recor
                 await anyio.sleep(0.05)
         assert len(http.sessions) == len(server.bus._local.subscribers) == 0
 
+
+
+async def test_a_shared_session_that_expires_here_lets_go_of_its_stream_store(redis_server: RedisServer) -> None:
+    import gc
+
+    from http_client import running
+    from mcpcore.redisstate import RedisState
+    from test_legacy_http import BASE, OPEN
+
+    # Redis commands' timers (cancelled, but in the loop's heap until due) hold the context of the call that
+    # ran them: with a short command timeout they are gone by the time the session expires.
+    server = legacy_server.build(store=RedisState(redis_server.url, timeout=0.5), state_keys=[KEYS])
+    async with running(server, via="h11", session_idle_timeout=3.0, keep_alive_timeout=0.2) as http:
+        async with HttpClient.connect(http) as client:
+            with anyio.fail_after(10):
+                session_id = (await client.post(OPEN, BASE, legacy=True)).headers["mcp-session-id"]
+                note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+                assert (await client.post(note, in_session(session_id), legacy=True)).status == 202
+                assert (await client.post(legacy("ping", 1), in_session(session_id), legacy=True)).status == 200
+        assert len(http.stores) == 1  # its ping ran on a resumable stream
+        with anyio.fail_after(10):
+            while len(http.sessions):  # idle here: the copy is forgotten (the sweeper, no request needed)
+                await anyio.sleep(0.05)
+        gc.collect()
+        assert len(http.stores) == 0

@@ -135,8 +135,9 @@ class Endpoint:
         """The resumable streams of a 2025-11-25 session."""
         store = self.stores.get(session)
         if store is None:
-            shared = self.sessions.store
-            keep = None if shared is None else lambda event: shared.keep_event(session.id, event, session.ttl)  # type: ignore[arg-type]
+            # The id, not the session: a store holding its session would never leave `stores` (weak keys).
+            shared, session_id, ttl = self.sessions.store, session.id, session.ttl
+            keep = None if shared is None else lambda event: shared.keep_event(session_id, event, ttl)  # type: ignore[arg-type]
             store = self.stores[session] = StreamStore(prefix=self.stream_prefix, shared=keep)
         return store
 
