@@ -39,4 +39,8 @@ HTTP_SESSION_EVENTS = 256  # a 2025-11-25 session's stored stream events, for La
 HTTP_HEALTH_PATH = "/healthz"  # liveness probe: 200 while the process serves
 HTTP_READY_PATH = "/readyz"  # readiness probe: 200 while serving, 503 once draining
 
+# subscriptions (`subscriptions/listen`, and a 2025-era session's `resources/subscribe`)
+SUBSCRIPTION_MAX_URIS = 1000  # resource URIs one subscription or session may follow
+SESSION_MAX_URI_LENGTH = 4096  # characters of a URI a 2025-era session follows (its record holds them all)
+
 SUPERVISOR_ENV = "MCPCORE_SUPERVISOR_PID"  # set for a process a supervisor started (workers, `mcpcore dev`): it stops when that one dies

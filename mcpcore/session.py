@@ -132,7 +132,8 @@ class Session:
         self.closed = False
         self.streaming = False  # its standalone stream (HTTP GET) is open
         self.calls: dict[Any, Call] = {}  # its requests in flight, by id (for notifications/cancelled)
-        self.changes = Subscriber(Filter(frozenset(), frozenset()))  # list changes and subscribed URIs
+        self._uris: set[str] = set()  # the resources it follows (its subscriber's filter holds this set)
+        self.changes = Subscriber(Filter(frozenset(), self._uris))  # list changes and subscribed URIs
         self.revision = 0  # of the shared record this copy reflects
         self._pending: dict[str, _Pending] = {}
         self._bus: Bus | None = None
@@ -149,14 +150,24 @@ class Session:
         self.client_info = info if isinstance(info, dict) else {}
         self.capabilities = capabilities if isinstance(capabilities, dict) else {}
         kinds = frozenset(kind for kind in (TOOLS, PROMPTS, RESOURCES) if offered.get(kind))
-        self.changes.filter = Filter(kinds, frozenset())
+        self.changes.filter = Filter(kinds, self._uris)
         self._bus = bus
         bus.attach(self.changes)
 
     def subscribe(self, uri: str, follow: bool) -> None:
         """Follow (or stop following) `notifications/resources/updated` for `uri`."""
-        uris = self.changes.filter.uris | {uri} if follow else self.changes.filter.uris - {uri}
-        self.changes.filter = Filter(self.changes.filter.kinds, frozenset(uris))
+        if follow:
+            self._uris.add(uri)
+        else:
+            self._uris.discard(uri)
+
+    def follows(self, uri: str) -> bool:
+        return uri in self._uris
+
+    @property
+    def followed(self) -> int:
+        """How many resource URIs it follows."""
+        return len(self._uris)
 
     # -- the shared record ----------------------------------------------------
 
@@ -198,7 +209,7 @@ class Session:
     def record(self) -> SessionRecord:
         assert self.id is not None and self.version is not None
         return SessionRecord(self.id, self.principal, self.version, self.client_info, self.capabilities,
-                             self.initialized, self.log_level, self.changes.filter.uris)
+                             self.initialized, self.log_level, frozenset(self._uris))
 
     def follow(self, record: SessionRecord) -> None:
         """Take the record's changeable state (another process may have changed it), unless it is older
@@ -207,7 +218,9 @@ class Session:
             return
         self.revision = record.revision
         self.initialized, self.log_level = record.initialized, record.log_level
-        self.changes.filter = Filter(self.changes.filter.kinds, record.uris)
+        if self._uris != record.uris:
+            self._uris.clear()
+            self._uris.update(record.uris)
 
     def cancel(self, request_id: Any) -> None:
         """`notifications/cancelled` for a request of this session, running here or (shared) elsewhere."""

@@ -98,3 +98,15 @@ def test_kept_events_resume_only_from_an_event_whose_successors_are_all_kept() -
     assert kept_after(kept, "t-s1.4") == []  # after the response: nothing more
     assert kept_after(kept[2:], "t-s1.1") is None  # t-s1.2 left the store
     assert kept_after(kept, "t-s1.9") is None and kept_after(kept, "u-s1.2") is None  # never sent here, or anywhere
+
+
+def test_subscribing_changes_the_followed_set_in_place_rather_than_copying_it() -> None:
+    from mcpcore.subscriptions import LocalBus
+
+    session = Session("s")
+    session.open("2025-11-25", {}, {"resourcesListChanged": True}, LocalBus())
+    followed = session.changes.filter.uris
+    for n in range(1000):
+        session.subscribe(f"demo://{n}", True)
+    session.subscribe("demo://0", False)
+    assert session.changes.filter.uris is followed and len(followed) == session.followed == 999  # never copied

@@ -300,3 +300,34 @@ async def test_a_failed_initialize_and_a_deleted_session_leave_no_subscriber_on_
             assert (await client.read_reply()).status == 200
             assert len(bus.subscribers) == len(http.sessions) == 0
 
+
+
+async def test_a_session_follows_only_resources_as_many_as_a_subscription_may_and_a_repeat_counts_once() -> None:
+    server = legacy_server.build(max_subscription_uris=3)
+
+    @server.resource("demo://notes/{name}")
+    def named(name: str) -> str:
+        return f"note {name}"
+
+    async with running(server) as http, HttpClient.connect(http) as client:
+        with anyio.fail_after(LIMIT):
+            session_id = await initialize(client)
+            headers = session_headers(session_id)
+
+            async def subscribe(request_id: int, uri: str, method: str = "resources/subscribe") -> Any:
+                return await client.post(legacy(method, request_id, uri=uri), headers, legacy=True)
+
+            missing = await subscribe(1, "demo://nothing/" + "x" * 4000)
+            assert missing.status == 200 and missing.response["error"]["code"] == -32002
+            assert missing.response["error"]["data"] == {"uri": "demo://nothing/" + "x" * 4000}
+            for request_id, uri in enumerate(["demo://note", "demo://notes/a", "demo://note", "demo://notes/b"], 2):
+                assert (await subscribe(request_id, uri)).response["result"] == {}  # a static resource or a template's
+            full = await subscribe(6, "demo://notes/c")
+            assert full.response["error"]["code"] == -32602 and "at most 3 resource URIs" in full.response["error"]["message"]
+            too_long = await subscribe(7, "demo://notes/" + "y" * 4096)
+            assert too_long.response["error"]["code"] == -32602
+            assert (await subscribe(8, "demo://notes/a", "resources/unsubscribe")).response["result"] == {}
+            assert (await subscribe(9, "demo://notes/never-followed", "resources/unsubscribe")).response["result"] == {}
+            assert (await subscribe(10, "demo://notes/c")).response["result"] == {}  # a place freed by unsubscribing
+            session = http.sessions.get(session_id)
+            assert session is not None and session.followed == 3
