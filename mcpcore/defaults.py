@@ -34,6 +34,9 @@ HTTP_KEEP_ALIVE_TIMEOUT = 30.0  # seconds an idle keep-alive connection stays op
 HTTP_SSE_KEEPALIVE = 15.0  # seconds of silence before an SSE stream gets a comment line
 HTTP_GRACE_PERIOD = 5.0  # seconds in-flight calls get at shutdown
 HTTP_MAX_SESSIONS = 1000  # live 2025-era sessions before initialize is refused
+# One authenticated principal may hold max_sessions // HTTP_SESSION_SHARE of them (at least 1) unless
+# max_sessions_per_principal says otherwise; anonymous clients have no share (auth names no one).
+HTTP_SESSION_SHARE = 10
 HTTP_SESSION_IDLE_TIMEOUT = 1800.0  # seconds a 2025-era session lives without a request
 HTTP_SESSION_EVENTS = 256  # a 2025-11-25 session's stored stream events, for Last-Event-ID (in memory, or in Redis)
 HTTP_HEALTH_PATH = "/healthz"  # liveness probe: 200 while the process serves

@@ -42,17 +42,17 @@ class Clock:
 
 def test_reserved_places_count_against_the_limit_and_abandon_frees_them() -> None:
     sessions = Sessions(2, 60, Clock())
-    sessions.reserve()
-    sessions.reserve()
+    sessions.reserve(None)
+    sessions.reserve(None)
     with pytest.raises(McpError, match="limit 2"):
-        sessions.reserve()
+        sessions.reserve(None)
     assert sessions.abandon(Session("failed")) is None  # nothing to forget without a store
-    sessions.reserve()
+    sessions.reserve(None)
 
 
 def test_zero_places_means_no_sessions_with_a_reason() -> None:
     with pytest.raises(McpError, match="run one worker"):
-        Sessions(0, 60, Clock()).reserve()
+        Sessions(0, 60, Clock()).reserve(None)
 
 
 def test_idle_sessions_expire_unless_a_call_is_in_flight() -> None:
@@ -60,7 +60,7 @@ def test_idle_sessions_expire_unless_a_call_is_in_flight() -> None:
     sessions = Sessions(10, 5, clock)
     idle, busy = Session("idle"), Session("busy")
     for session in (idle, busy):
-        sessions.reserve()
+        sessions.reserve(None)
         sessions.add(session)
     busy.calls[1] = object()  # type: ignore[assignment]
     clock.now = 6

@@ -15,6 +15,7 @@ import pytest
 
 from conftest import VERSION, legacy, request
 from http_client import HttpClient, SseStream, mcp_headers, running
+from mcpcore.auth import AccessToken, Auth, StaticTokens
 from mcpcore.call import Call
 from mcpcore.middleware import Next
 from mcpcore.transports.exchange import Exchange
@@ -300,6 +301,50 @@ async def test_a_failed_initialize_and_a_deleted_session_leave_no_subscriber_on_
             assert (await client.read_reply()).status == 200
             assert len(bus.subscribers) == len(http.sessions) == 0
 
+
+PEOPLE = {f"{name}-token": AccessToken(name, "client", frozenset()) for name in ("alice", "bob")}
+
+
+def guarded() -> Any:
+    return legacy_server.build(auth=Auth(StaticTokens(PEOPLE), "http://127.0.0.1:8000/mcp", ("https://auth.example.com",)))
+
+
+def as_(person: str, headers: dict[str, str]) -> dict[str, str]:
+    return {**headers, "authorization": f"Bearer {person}-token"}
+
+
+async def open_as(client: HttpClient, person: str) -> Any:
+    return await client.post(OPEN, as_(person, BASE), legacy=True)
+
+
+async def test_one_principal_holds_only_its_share_of_the_sessions_and_gets_each_place_back() -> None:
+    async with running(guarded(), max_sessions=20) as http, HttpClient.connect(http) as client:  # share: a tenth
+        with anyio.fail_after(LIMIT):
+            for attempt in range(3):  # failed initializes take nothing for good
+                bad = await client.post(legacy("initialize", attempt, capabilities={}), as_("alice", BASE), legacy=True)
+                assert bad.status == 400
+            first, second = await open_as(client, "alice"), await open_as(client, "alice")
+            assert first.status == second.status == 200
+            refused = await open_as(client, "alice")
+            assert refused.status == 503 and refused.headers["retry-after"] == "1"
+            assert refused.response["error"]["code"] == -32600
+            assert "max_sessions_per_principal 2" in refused.response["error"]["message"]
+            assert (await open_as(client, "bob")).status == 200  # another principal is not locked out
+            ended = as_("alice", session_headers(first.headers["mcp-session-id"]))
+            await client.send_request("DELETE", "/mcp", ended)
+            assert (await client.read_reply()).status == 200
+            assert (await open_as(client, "alice")).status == 200  # the ended session's place is hers again
+            assert len(http.sessions) == 3
+
+
+async def test_the_share_is_configurable_and_anonymous_clients_have_none() -> None:
+    async with running(guarded(), max_sessions=20, max_sessions_per_principal=1) as http, HttpClient.connect(http) as client:
+        with anyio.fail_after(LIMIT):
+            assert (await open_as(client, "alice")).status == 200
+            assert "max_sessions_per_principal 1" in (await open_as(client, "alice")).response["error"]["message"]
+    async with running(legacy_server.build(), max_sessions=3) as http, HttpClient.connect(http) as client:
+        with anyio.fail_after(LIMIT):  # no auth: no principal, so only max_sessions bounds them
+            assert [(await client.post(OPEN, BASE, legacy=True)).status for _ in range(4)] == [200, 200, 200, 503]
 
 
 async def test_a_session_follows_only_resources_as_many_as_a_subscription_may_and_a_repeat_counts_once() -> None:

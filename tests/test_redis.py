@@ -27,6 +27,7 @@ from conftest import ROOT, free_port, legacy, request
 from http_client import HttpClient, SseStream
 from servers import legacy_server
 from mcpcore import Context, Elicit, InputRequired, McpError, Server
+from mcpcore.auth import AccessToken, Auth, StaticTokens
 from mcpcore.testing import Client
 from task_store_contract import TaskStoreContract
 from test_interop_ts_sdk import expect_every_feature
@@ -708,6 +709,58 @@ async def test_an_initialize_whose_client_left_before_its_answer_leaves_no_recor
                 await anyio.sleep(0.05)
         assert len(http.sessions) == len(server.bus._local.subscribers) == 0
 
+
+GUARDED_TARGET = "tests/test_redis.py:guarded_sessions"
+guarded_sessions = legacy_server.build(auth=Auth(StaticTokens(
+    {f"{name}-token": AccessToken(name, "client", frozenset()) for name in ("alice", "bob")}),
+    "http://127.0.0.1:8000/mcp", ("https://auth.example.com",)))
+
+
+async def initialize_as(port: int, person: str) -> Any:
+    """An initialize by `person` (a bearer token of theirs) to the process at `port`; the reply."""
+    async with HttpClient.connect(_Port(port)) as http:  # type: ignore[arg-type]
+        with anyio.fail_after(10):
+            message = legacy("initialize", 0, protocolVersion="2025-11-25", capabilities={},
+                             clientInfo={"name": person, "version": "1"})
+            return await http.post(message, {**LEGACY_HEADERS, "authorization": f"Bearer {person}-token"}, legacy=True)
+
+
+async def test_a_principals_share_of_sessions_is_counted_across_processes(redis_server: RedisServer) -> None:
+    with processes(redis_server, target=GUARDED_TARGET, extra=("--max-sessions-per-principal", "2")) as (a, b):
+        first, second = await initialize_as(a, "alice"), await initialize_as(b, "alice")
+        assert first.status == second.status == 200
+        for port in (a, b):
+            refused = await initialize_as(port, "alice")
+            assert refused.status == 503 and refused.headers["retry-after"] == "1"
+            assert "max_sessions_per_principal 2" in refused.response["error"]["message"]
+        assert (await initialize_as(a, "bob")).status == 200
+        async with HttpClient.connect(_Port(b)) as http:  # type: ignore[arg-type]
+            ended = {**in_session(first.headers["mcp-session-id"]), "authorization": "Bearer alice-token"}
+            await http.send_request("DELETE", "/mcp", ended)
+            assert (await http.read_reply()).status == 200
+        assert (await initialize_as(a, "alice")).status == 200  # the place the DELETE freed, on the other process
+        assert (await initialize_as(b, "alice")).status == 503
+
+
+async def test_a_session_in_use_keeps_its_place_in_the_share_and_an_expired_one_gives_it_back(
+        redis_server: RedisServer) -> None:
+    extra = ("--max-sessions-per-principal", "1", "--session-idle-timeout", "2")
+    with processes(redis_server, target=GUARDED_TARGET, extra=extra) as (a, b):
+        opened = await initialize_as(a, "alice")
+        assert opened.status == 200
+        in_use = {**in_session(opened.headers["mcp-session-id"]), "authorization": "Bearer alice-token"}
+        until = time.monotonic() + 3  # past the idle timeout: only the use keeps the session, and its count
+        async with HttpClient.connect(_Port(b)) as http:  # type: ignore[arg-type]
+            while time.monotonic() < until:
+                with anyio.fail_after(10):
+                    assert (await http.post(legacy("ping", 1), in_use, legacy=True)).status == 200
+                await anyio.sleep(0.4)
+        assert (await initialize_as(b, "alice")).status == 503
+        for _ in range(100):  # until Redis expires the idle session (two seconds without a request)
+            if (reply := await initialize_as(b, "alice")).status == 200:
+                break
+            await anyio.sleep(0.1)
+        assert reply.status == 200
 
 
 async def test_a_shared_session_that_expires_here_lets_go_of_its_stream_store(redis_server: RedisServer) -> None:

@@ -39,7 +39,7 @@ from mcpcore.call import Call
 from mcpcore.protocol import Route, http_status
 from mcpcore.routes import CustomRoute, HttpRequest
 from mcpcore.server import Server
-from mcpcore.session import Session, Sessions, SessionStore, StoredEvent
+from mcpcore.session import Session, Sessions, SessionsFull, SessionStore, StoredEvent
 from mcpcore.wire import INVALID_REQUEST, NOTIFICATION, REQUEST, RESPONSE, McpError, encode_error
 
 from .calls import CallRunner, Malformed, cancelled_request, read_message
@@ -60,6 +60,13 @@ from .resume import StreamStore, kept_after, replay_kept
 log = logging.getLogger(__name__)
 
 _NONE_REPEATED: frozenset[str] = frozenset()
+
+
+def _unavailable(error: McpError, request_id: Any) -> Rejection:
+    """A refusal to retry shortly: every session place (or the principal's share) taken is 503,
+    the shared state unreachable is the status of its error."""
+    status = 503 if isinstance(error, SessionsFull) else http_status(error.code)
+    return Rejection(status, error, request_id, (("retry-after", "1"),))
 
 
 def _session_header(session: Session) -> list[tuple[bytes, bytes]]:
@@ -110,7 +117,8 @@ class Endpoint:
         self.policy: Policy = self.policy_for(config.host, self.port)
         self.runner = CallRunner(server, max_in_flight=config.max_in_flight, grace_period=config.grace_period)
         shared = getattr(server.store, "sessions", None)  # a shared state may share no sessions
-        self.sessions = Sessions(config.max_sessions, config.session_idle_timeout, time.monotonic, shared)
+        self.sessions = Sessions(config.max_sessions, config.session_idle_timeout, time.monotonic, shared,
+                                 config.max_sessions_per_principal)
         self.stores: weakref.WeakKeyDictionary[Session, StreamStore] = weakref.WeakKeyDictionary()
         # Shared sessions: event ids name this process, so two processes never mint the same one.
         self.stream_prefix = "" if shared is None else f"{secrets.token_hex(4)}-"
@@ -492,17 +500,28 @@ class Exchange:
             if self.endpoint.closing:
                 return self._stopping(message["id"])
             try:
-                sessions.reserve()
-            except McpError as full:
-                self._answer(Rejection(503, full, message["id"], (("retry-after", "1"),)))
+                sessions.reserve(self._principal)
+            except SessionsFull as full:
+                self._answer(_unavailable(full, message["id"]))
                 return self._next_cycle()
-            session = self._opening = sessions.new(self._principal)
-        else:
-            found = legacy_session(self._headers, sessions, message.get("id"), self._principal)
-            if isinstance(found, Rejection):
-                self._answer(found)
-                return self._next_cycle()
-            session = found
+            session = sessions.new(self._principal)
+            claim = sessions.claim(session)
+            if claim is not None:  # shared: the principal's share is counted in the store first
+                return self._sharing(claim, lambda _: self._open(session, message), message["id"])
+            return self._open(session, message)
+        found = legacy_session(self._headers, sessions, message.get("id"), self._principal)
+        if isinstance(found, Rejection):
+            self._answer(found)
+            return self._next_cycle()
+        return self._in_session(found, kind, message)
+
+    def _open(self, session: Session, message: dict[str, Any]) -> bool:
+        """Run the `initialize` that may open `session` (in the place reserved for it)."""
+        self._opening = session
+        return self._in_session(session, REQUEST, message)
+
+    def _in_session(self, session: Session, kind: str, message: dict[str, Any]) -> bool:
+        """A legacy message of `session` (or of the one its initialize opens)."""
         if kind == NOTIFICATION:
             recording = self._legacy_notification(session, message)
             if recording is not None:  # a shared session's change, recorded before the 202
@@ -560,7 +579,7 @@ class Exchange:
 
         def go_on(result: Any) -> bool:
             if isinstance(result, McpError):
-                self._answer(Rejection(http_status(result.code), result, request_id, (("retry-after", "1"),)))
+                self._answer(_unavailable(result, request_id))
                 return self._next_cycle()
             return then(result)
 
