@@ -786,3 +786,66 @@ async def test_a_shared_session_that_expires_here_lets_go_of_its_stream_store(re
                 await anyio.sleep(0.05)
         gc.collect()
         assert len(http.stores) == 0
+
+
+class HeldClaims:
+    """Holds each claim of a principal's place in Redis (after it counted) until `release`."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from mcpcore.redisstate import RedisSessionStore
+
+        self.counted, self.release = anyio.Event(), anyio.Event()
+        claim = RedisSessionStore.claim
+
+        async def held(store: RedisSessionStore, *args: Any) -> None:
+            await claim(store, *args)
+            self.counted.set()
+            await self.release.wait()
+
+        monkeypatch.setattr(RedisSessionStore, "claim", held)
+
+
+def guarded_shared(redis_server: RedisServer) -> Server:
+    from mcpcore.redisstate import RedisState
+
+    return legacy_server.build(auth=guarded_sessions.auth, store=RedisState(redis_server.url), state_keys=[KEYS])
+
+
+async def test_a_claim_cut_short_by_the_client_leaving_is_not_counted(redis_server: RedisServer,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from http_client import running
+    from test_legacy_http import BASE, OPEN, HeldAnswers
+
+    claims, peers = HeldClaims(monkeypatch), HeldAnswers()
+    peers.watch_peers(monkeypatch)
+    async with running(guarded_shared(redis_server), via="h11") as http:
+        async with HttpClient.connect(http) as client:
+            await client.send_request("POST", "/mcp", {**BASE, "authorization": "Bearer alice-token"}, orjson.dumps(OPEN))
+            with anyio.fail_after(10):
+                await claims.counted.wait()
+            assert len(session_keys(redis_server)) == 1  # the claim made its session's hash
+        with anyio.fail_after(10):
+            await peers.lost.wait()
+            while session_keys(redis_server):  # the claim, cut short, is taken back
+                await anyio.sleep(0.05)
+
+
+async def test_a_claim_that_ends_as_the_server_begins_to_close_gives_its_place_back(
+        redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    from http_client import running
+    from test_legacy_http import BASE, OPEN
+
+    claims = HeldClaims(monkeypatch)
+    async with running(guarded_shared(redis_server), via="h11") as http:
+        async with HttpClient.connect(http) as client:
+            await client.send_request("POST", "/mcp", {**BASE, "authorization": "Bearer alice-token"}, orjson.dumps(OPEN))
+            with anyio.fail_after(10):
+                await claims.counted.wait()
+                http.closing = True  # what stop() does first
+                claims.release.set()
+                reply = await client.read_reply()
+            assert reply.status == 503 and "shutting down" in reply.response["error"]["message"]
+        with anyio.fail_after(10):
+            while session_keys(redis_server):  # no session, and no place counted for one
+                await anyio.sleep(0.05)
+        assert len(http.sessions) == 0

@@ -517,6 +517,9 @@ class Exchange:
 
     def _open(self, session: Session, message: dict[str, Any]) -> bool:
         """Run the `initialize` that may open `session` (in the place reserved for it)."""
+        if self.endpoint.closing:  # began to close while the place was counted: give it back
+            self._give_back(session, lambda: None)
+            return self._stopping(message["id"])
         self._opening = session
         return self._in_session(session, REQUEST, message)
 
@@ -698,16 +701,23 @@ class Exchange:
             call.session.calls.pop(call.message["id"], None)
         opening, self._opening = self._opening, None
         if opening is not None:  # an initialize whose session was not registered: it failed, or its client left
-            forgetting = self.endpoint.sessions.abandon(opening)
-            if forgetting is not None:  # shared: forgotten in the store before the connection reads on
+            self._give_back(opening, lambda: self._after(writer))
+        else:
+            self._after(writer)
 
-                def after(_: None) -> bool:
-                    self._after(writer)
-                    return False
+    def _give_back(self, session: Session, then: Callable[[], None]) -> None:
+        """Give back what the session of an initialize took (`Sessions.abandon`), then go on; a shared
+        one is forgotten in the store first (even if the client leaves meanwhile)."""
+        forgetting = self.endpoint.sessions.abandon(session)
+        if forgetting is None:
+            then()
+            return
 
-                self._pause(asyncio.shield(forgetting), after)
-                return
-        self._after(writer)
+        def after(_: None) -> bool:
+            then()
+            return False
+
+        self._pause(asyncio.shield(forgetting), after)
 
     def _after(self, writer: HttpWriter | None) -> None:
         if writer is None or not writer.responded or self.gone:
