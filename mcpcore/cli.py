@@ -139,6 +139,8 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     http.add_argument("--max-connections", type=int, help=f"open connections before new ones get 503 ({d.HTTP_MAX_CONNECTIONS})")
     http.add_argument("--max-sessions", type=int, help=f"live 2025-era sessions before initialize is refused "
                       f"({d.HTTP_MAX_SESSIONS}, per process; 0 with --workers unless --redis)")
+    http.add_argument("--max-sessions-per-principal", type=int, help="live 2025-era sessions one authenticated "
+                      f"principal may hold (1/{d.HTTP_SESSION_SHARE} of --max-sessions; with --redis, across processes)")
     http.add_argument("--session-idle-timeout", type=float, help="seconds a 2025-era session lives without "
                       f"a request ({d.HTTP_SESSION_IDLE_TIMEOUT:g})")
     http.add_argument("--workers", type=int, help="worker processes sharing the port (1)")
@@ -170,9 +172,10 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
 
 _STDIO_OPTIONS = ("max_in_flight", "max_line_bytes", "grace_period")
 _HTTP_ONLY = ("host", "port", "path", "allowed_origins", "allowed_hosts", "max_body_bytes", "max_connections",
-              "max_sessions", "session_idle_timeout")
+              "max_sessions", "max_sessions_per_principal", "session_idle_timeout")
 _HTTP_OPTIONS = ("max_in_flight", "grace_period", "host", "port", "path", "allowed_origins", "allowed_hosts",
-                 "max_body_bytes", "max_connections", "max_sessions", "session_idle_timeout", "listen_fd")
+                 "max_body_bytes", "max_connections", "max_sessions", "max_sessions_per_principal",
+                 "session_idle_timeout", "listen_fd")
 
 
 def _without_option(argv: list[str], option: str) -> list[str]:

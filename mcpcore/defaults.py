@@ -34,10 +34,17 @@ HTTP_KEEP_ALIVE_TIMEOUT = 30.0  # seconds an idle keep-alive connection stays op
 HTTP_SSE_KEEPALIVE = 15.0  # seconds of silence before an SSE stream gets a comment line
 HTTP_GRACE_PERIOD = 5.0  # seconds in-flight calls get at shutdown
 HTTP_MAX_SESSIONS = 1000  # live 2025-era sessions before initialize is refused
+# One authenticated principal may hold max_sessions // HTTP_SESSION_SHARE of them (at least 1) unless
+# max_sessions_per_principal says otherwise; anonymous clients have no share (auth names no one).
+HTTP_SESSION_SHARE = 10
 HTTP_SESSION_IDLE_TIMEOUT = 1800.0  # seconds a 2025-era session lives without a request
 HTTP_SESSION_EVENTS = 256  # a 2025-11-25 session's stored stream events, for Last-Event-ID (in memory, or in Redis)
 HTTP_SESSION_EVENT_BYTES = 256 * 1024  # ... and their message bytes in memory (the newest event is kept whatever its size)
 HTTP_HEALTH_PATH = "/healthz"  # liveness probe: 200 while the process serves
 HTTP_READY_PATH = "/readyz"  # readiness probe: 200 while serving, 503 once draining
+
+# subscriptions (`subscriptions/listen`, and a 2025-era session's `resources/subscribe`)
+SUBSCRIPTION_MAX_URIS = 1000  # resource URIs one subscription or session may follow
+SESSION_MAX_URI_LENGTH = 4096  # characters of a URI a 2025-era session follows (its record holds them all)
 
 SUPERVISOR_ENV = "MCPCORE_SUPERVISOR_PID"  # set for a process a supervisor started (workers, `mcpcore dev`): it stops when that one dies

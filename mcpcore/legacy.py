@@ -4,7 +4,8 @@
 negotiates (a supported version answers with itself, an unknown one with the
 newest legacy version), then only `ping` is served until
 `notifications/initialized`; after that `ping`, `logging/setLevel`,
-`resources/subscribe`/`unsubscribe` and every feature method the modern
+`resources/subscribe`/`unsubscribe` (a session follows only resources the
+server has, as many as a subscription may) and every feature method the modern
 dispatcher has, run by the same handlers. Results follow the negotiated
 version's schema: no `resultType`, cache hints or serverInfo stamp, no
 structured output or output schemas before 2025-06-18, `-32002` for an unknown
@@ -27,6 +28,7 @@ import orjson
 
 from .call import Call, Writer
 from .context import LOG_LEVELS, Context
+from .defaults import SESSION_MAX_URI_LENGTH
 from .inputs import InputRequired, read_answers
 from .protocol import INPUT_METHODS, Route
 from .session import Session, SessionRecord, Sessions
@@ -140,6 +142,11 @@ class LegacyDispatcher:
                 raise invalid_params(f'{method} needs a string "uri"')
             if not self.server.has_resources():
                 raise McpError(METHOD_NOT_FOUND, f"Method not found: {method!r}; this server offers no resources")
+            follow = method == "resources/subscribe"
+            if session.follows(uri) == follow:
+                return {}  # already so: a repeat changes nothing and counts once
+            if follow:
+                self._may_follow(session, uri)
             if (recording := session.change({method.rpartition("/")[2]: uri})) is not None:
                 await recording
             return {}
@@ -161,6 +168,19 @@ class LegacyDispatcher:
         if method == "tools/list" and not has_structured_output(version):
             result["tools"] = [{k: v for k, v in tool.items() if k != "outputSchema"} for tool in result["tools"]]
         return legacy_result(result, version)
+
+    def _may_follow(self, session: Session, uri: str) -> None:
+        """A session follows as many URIs as a subscription may (-32602 past `max_subscription_uris`), each
+        of a bounded length (its record holds them all), and only resources: a URI no resource or
+        template names is -32002."""
+        limit = self.server.subscriptions.max_uris
+        if session.followed >= limit:
+            raise invalid_params(f"A session may follow at most {limit} resource URIs; unsubscribe from one first")
+        if len(uri) > SESSION_MAX_URI_LENGTH:
+            raise invalid_params(f"A followed resource URI may be at most {SESSION_MAX_URI_LENGTH} characters long; "
+                                 f"this one has {len(uri)}")
+        if self.dispatcher.find_resource(uri) is None:
+            raise McpError(RESOURCE_NOT_FOUND, f"Resource not found: {uri}", {"uri": uri})
 
     def _initialize(self, session: Session, params: dict[str, Any]) -> dict[str, Any]:
         if session.negotiated:

@@ -24,7 +24,9 @@ JSON under a key that Redis expires at the task's TTL, creates it with a script 
 checks the limits and writes it in one step, changes it with optimistic transactions
 (WATCH/MULTI), and counts tasks with two sorted sets scored by expiry (and a hash of
 owners, so that an expired task leaves both). The session store keeps
-a hash per session (expired by Redis when idle), tells changes, ends and relayed
+a hash per session (expired by Redis when idle) and a set of each authenticated
+principal's sessions (counted, against its share, by a script that first drops the
+sessions whose hash is gone; expired with the last of them), tells changes, ends and relayed
 client responses on a second channel the bus's receiver also hears, keeps the
 events of resumable streams in a Redis Stream per session, and watches the copies
 this process holds for an expiry nobody tells.
@@ -51,7 +53,7 @@ import redis.asyncio as redis
 from redis.exceptions import RedisError, WatchError
 
 from .defaults import HTTP_SESSION_EVENTS
-from .session import SessionChange, SessionRecord, Sessions, StoredEvent
+from .session import SessionChange, SessionRecord, Sessions, StoredEvent, share_taken
 from .subscriptions import Change, LocalBus, Subscriber, on_the_loop
 from .taskstore import RecordChange, TaskRecord, TooManyTasks
 from .wire import INTERNAL_ERROR, McpError
@@ -442,8 +444,35 @@ class RedisTaskStore:
 
 
 
-# A session's hash: its fixed part as JSON, then one field per changeable fact (a change is one HSET or HDEL).
-_RECORD, _INITIALIZED, _LEVEL, _URI, _REVISION = "record", "initialized", "level", "uri:", "revision"
+# A session's hash: its fixed part as JSON, then one field per changeable fact (a change is one HSET or HDEL),
+# and its principal (the owner), whose set of sessions lives as long as the longest-lived of them.
+_RECORD, _INITIALIZED, _LEVEL, _URI, _REVISION, _OWNER = "record", "initialized", "level", "uri:", "revision", "owner"
+
+# Count a session a principal opens, unless its share is taken: its sessions whose hash is gone (ended or
+# expired) leave its set first. KEYS: the principal's set, the new session's hash. ARGV: the share, the idle
+# time in ms, the session id, the key prefix of session hashes, the principal. 1: counted, 0: share taken.
+_CLAIM = """
+local live = 0
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if redis.call('EXISTS', ARGV[4] .. id) == 1 then live = live + 1 else redis.call('SREM', KEYS[1], id) end
+end
+if live >= tonumber(ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[2], 'owner', ARGV[5])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+redis.call('SADD', KEYS[1], ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+"""
+# Read a session's hash and restart its idle clock, and its owner's set's (in one round trip: every request
+# of a session reads its record). KEYS: the session's hash. ARGV: the idle time in ms, the key prefix of
+# principals' sets.
+_LOAD = """
+local fields = redis.call('HGETALL', KEYS[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+local owner = redis.call('HGET', KEYS[1], 'owner')
+if owner then redis.call('PEXPIRE', ARGV[2] .. owner, ARGV[1]) end
+return fields
+"""
 _WATCH_SECONDS = 1.0  # how often the sessions held here are checked for an end told nowhere (an expiry)
 
 
@@ -461,10 +490,15 @@ class RedisSessionStore:
         self._relayed: collections.deque[bytes] = collections.deque(maxlen=max_relayed)
         self._outbox = _Outbox("relay responses through")
         self._reread = False  # the channel was lost: changes told meanwhile are unknown
+        self._claim = state.client.register_script(_CLAIM)
+        self._load = state.client.register_script(_LOAD)
         state.bus.listen(self._channel, self._heard, self._missed)
 
     def _key(self, session_id: str) -> str:
         return self._state.key("session", session_id)
+
+    def _owned_key(self, principal: str) -> str:
+        return self._state.key("sessions-of", principal)
 
     def _events_key(self, session_id: str) -> str:
         return self._state.key("session-events", session_id)
@@ -483,6 +517,8 @@ class RedisSessionStore:
             fields[_INITIALIZED] = "1"
         if record.log_level is not None:
             fields[_LEVEL] = record.log_level
+        if record.principal is not None:
+            fields[_OWNER] = record.principal
         fields.update({_URI + uri: "" for uri in record.uris})
         key = self._key(record.id)
         with _reaching("opening the session"):
@@ -491,14 +527,17 @@ class RedisSessionStore:
                 pipe.pexpire(key, _ms(ttl))
                 await pipe.execute()
 
+    async def claim(self, session_id: str, principal: str, share: int, ttl: float) -> None:
+        with _reaching("counting the principal's sessions"):
+            counted = await self._claim(keys=[self._owned_key(principal), self._key(session_id)],
+                                        args=[share, _ms(ttl), session_id, self._key(""), principal])
+        if not counted:
+            raise share_taken(share)
+
     async def load(self, session_id: str, ttl: float) -> SessionRecord | None:
-        key = self._key(session_id)
         with _reaching("reading the session"):
-            async with self._state.client.pipeline(transaction=True) as pipe:
-                pipe.hgetall(key)
-                pipe.pexpire(key, _ms(ttl))
-                fields, _ = await pipe.execute()
-        return _session_record(session_id, fields)
+            found = await self._load(keys=[self._key(session_id)], args=[_ms(ttl), self._owned_key("")])
+        return _session_record(session_id, dict(zip(found[::2], found[1::2])))
 
     async def change(self, session_id: str, change: SessionChange, ttl: float) -> int:
         key = self._key(session_id)
@@ -597,9 +636,11 @@ class RedisSessionStore:
         async with self._state.client.pipeline(transaction=False) as pipe:
             for session in held:
                 (pipe.hgetall if reread else pipe.exists)(self._key(session.id))  # type: ignore[arg-type]
-            for session in held:
+            for session in held:  # a call in flight keeps its session, and its place in its principal's share
                 if session.calls:
                     pipe.pexpire(self._key(session.id), _ms(sessions.idle_timeout))  # type: ignore[arg-type]
+                    if session.principal is not None:
+                        pipe.pexpire(self._owned_key(session.principal), _ms(sessions.idle_timeout))
             found = await pipe.execute()
         for session, there in zip(held, found):
             if reread:

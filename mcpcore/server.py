@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, TypeVar, ov
 from .call import Call, Writer
 from .catalog import CacheHints, Catalog
 from .completions import Completions
-from .defaults import SYNC_MAX_THREADS
+from .defaults import SUBSCRIPTION_MAX_URIS, SYNC_MAX_THREADS
 from .dispatch import Dispatcher
 from .extensions import Extension
 from .lifespan import Lifespan, LifespanFactory
@@ -75,7 +75,7 @@ class Server:
         state_ttl_seconds: float = DEFAULT_TTL_SECONDS,
         bus: Bus | None = None,
         max_subscriptions: int = 1000,
-        max_subscription_uris: int = 1000,
+        max_subscription_uris: int = SUBSCRIPTION_MAX_URIS,
         max_threads: int = SYNC_MAX_THREADS,
         lifespan: LifespanFactory | None = None,
         auth: Auth | None = None,

@@ -8,7 +8,11 @@ level set by `logging/setLevel`, and the resource URIs it subscribed to (a bus
 subscription). Server-to-client requests (`elicitation/create`,
 `sampling/createMessage`, `roots/list`) go out through the writer of the call
 that asks, and the client's responses come back through `deliver`.
-`Sessions` is the HTTP transport's bounded registry with idle expiry.
+`Sessions` is the HTTP transport's bounded registry with idle expiry: a place per
+session, and for an authenticated principal a share of the places
+(`max_sessions_per_principal`), taken by `reserve` and given back on every path
+that ends a session (`end`), or that ends an `initialize` without one (`abandon`:
+it failed, or its client left before the answer).
 
 When several processes share sessions (`SessionStore`, `redisstate.py`), the
 store's `SessionRecord` is the truth and each process's `Sessions` holds
@@ -22,6 +26,7 @@ server-to-client requests name the process that asked).
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import secrets
 from dataclasses import dataclass
@@ -31,8 +36,11 @@ import anyio
 import orjson
 
 from .call import Call, Writer
+from .defaults import HTTP_SESSION_SHARE
 from .subscriptions import METHODS, PROMPTS, RESOURCES, TOOLS, Bus, Filter, Subscriber
 from .wire import INVALID_REQUEST, McpError, encode_notification, is_request_id
+
+log = logging.getLogger(__name__)
 
 _CLIENT_REQUEST_IDS = itertools.count(1)
 # Server-to-client request ids name this process: a response posted to another one is relayed here.
@@ -72,6 +80,10 @@ class SessionStore(Protocol):
     async def load(self, session_id: str, ttl: float) -> SessionRecord | None:
         """The record, its idle clock restarted; None once the session ended or expired."""
 
+    async def claim(self, session_id: str, principal: str, share: int, ttl: float) -> None:
+        """Count a session `principal` is opening among its sessions in every process (`SessionsFull`
+        when it holds `share` already); the count forgets a session once its record is gone."""
+
     async def change(self, session_id: str, change: SessionChange, ttl: float) -> int:
         """Change the record, and tell the processes holding a copy (`Sessions.heard`); its new revision."""
 
@@ -92,6 +104,18 @@ class SessionStore(Protocol):
 
     async def next_events(self, session_id: str, cursor: str) -> tuple[list[StoredEvent], str]:
         """The events kept after `cursor` (waiting a second at most for one), and the cursor after them."""
+
+
+class SessionsFull(McpError):
+    """Every session place, or the principal's share of them, is taken: HTTP 503 with Retry-After."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(INVALID_REQUEST, message)
+
+
+def share_taken(share: int) -> SessionsFull:
+    return SessionsFull(f"Too many open sessions for this principal (max_sessions_per_principal {share}); "
+                        "end one with DELETE or retry later")
 
 
 class _Pending:
@@ -127,7 +151,8 @@ class Session:
         self.closed = False
         self.streaming = False  # its standalone stream (HTTP GET) is open
         self.calls: dict[Any, Call] = {}  # its requests in flight, by id (for notifications/cancelled)
-        self.changes = Subscriber(Filter(frozenset(), frozenset()))  # list changes and subscribed URIs
+        self._uris: set[str] = set()  # the resources it follows (its subscriber's filter holds this set)
+        self.changes = Subscriber(Filter(frozenset(), self._uris))  # list changes and subscribed URIs
         self.revision = 0  # of the shared record this copy reflects
         self._pending: dict[str, _Pending] = {}
         self._bus: Bus | None = None
@@ -144,14 +169,24 @@ class Session:
         self.client_info = info if isinstance(info, dict) else {}
         self.capabilities = capabilities if isinstance(capabilities, dict) else {}
         kinds = frozenset(kind for kind in (TOOLS, PROMPTS, RESOURCES) if offered.get(kind))
-        self.changes.filter = Filter(kinds, frozenset())
+        self.changes.filter = Filter(kinds, self._uris)
         self._bus = bus
         bus.attach(self.changes)
 
     def subscribe(self, uri: str, follow: bool) -> None:
         """Follow (or stop following) `notifications/resources/updated` for `uri`."""
-        uris = self.changes.filter.uris | {uri} if follow else self.changes.filter.uris - {uri}
-        self.changes.filter = Filter(self.changes.filter.kinds, frozenset(uris))
+        if follow:
+            self._uris.add(uri)
+        else:
+            self._uris.discard(uri)
+
+    def follows(self, uri: str) -> bool:
+        return uri in self._uris
+
+    @property
+    def followed(self) -> int:
+        """How many resource URIs it follows."""
+        return len(self._uris)
 
     # -- the shared record ----------------------------------------------------
 
@@ -193,7 +228,7 @@ class Session:
     def record(self) -> SessionRecord:
         assert self.id is not None and self.version is not None
         return SessionRecord(self.id, self.principal, self.version, self.client_info, self.capabilities,
-                             self.initialized, self.log_level, self.changes.filter.uris)
+                             self.initialized, self.log_level, frozenset(self._uris))
 
     def follow(self, record: SessionRecord) -> None:
         """Take the record's changeable state (another process may have changed it), unless it is older
@@ -202,7 +237,9 @@ class Session:
             return
         self.revision = record.revision
         self.initialized, self.log_level = record.initialized, record.log_level
-        self.changes.filter = Filter(self.changes.filter.kinds, record.uris)
+        if self._uris != record.uris:
+            self._uris.clear()
+            self._uris.update(record.uris)
 
     def cancel(self, request_id: Any) -> None:
         """`notifications/cancelled` for a request of this session, running here or (shared) elsewhere."""
@@ -300,16 +337,20 @@ class Sessions:
     """The live sessions of one HTTP endpoint: bounded in number, expired when idle.
 
     With a `store`, these are copies of shared records: one idle here is forgotten here
-    (unless its standalone stream is open here), and the store says when one ended."""
+    (unless its standalone stream is open here), and the store says when one ended; the
+    principals' shares are counted there (`claim`), across processes.
+    `per_principal`: the sessions one authenticated principal may hold (None: a tenth of `limit`)."""
 
     def __init__(self, limit: int, idle_timeout: float, clock: Callable[[], float],
-                 store: SessionStore | None = None) -> None:
+                 store: SessionStore | None = None, per_principal: int | None = None) -> None:
         self.limit = limit
+        self.per_principal = max(1, limit // HTTP_SESSION_SHARE) if per_principal is None else per_principal
         self.idle_timeout = idle_timeout
         self.clock = clock
         self.store = store
         self._live: dict[str, Session] = {}
         self._reserved = 0  # places held for sessions being initialized
+        self._held: dict[str, int] = {}  # places reserved or live, by principal (without a store: it counts them)
         if store is not None:
             store.attach(self)
 
@@ -323,30 +364,81 @@ class Sessions:
         """A session for an `initialize` to open (shared when the registry has a store)."""
         return Session(new_session_id(), principal, store=self.store, ttl=self.idle_timeout)
 
-    def reserve(self) -> None:
-        """Hold a place for a session being initialized (-32600 when every place is taken).
+    def reserve(self, principal: str | None) -> None:
+        """Hold a place for a session `principal` is initializing (`SessionsFull` when every place,
+        or the principal's share, is taken).
 
-        Reserved places count against the limit, so concurrent `initialize` requests
-        cannot overshoot it; `add` or `release` gives the place back.
+        Reserved places count against the limits, so concurrent `initialize` requests
+        cannot overshoot them; `add` keeps the place for the session, `abandon` gives it back.
         """
         if self.limit == 0:
-            raise McpError(INVALID_REQUEST, "This server opens no 2025-era sessions (max_sessions=0; with --workers "
-                           "and no --redis, because a session would live in one worker): use protocol 2026-07-28, "
-                           "run one worker, or share sessions with --redis")
+            raise SessionsFull("This server opens no 2025-era sessions (max_sessions=0; with --workers "
+                               "and no --redis, because a session would live in one worker): use protocol 2026-07-28, "
+                               "run one worker, or share sessions with --redis")
         self.expire()
         if len(self._live) + self._reserved >= self.limit:
-            raise McpError(INVALID_REQUEST, f"Too many open sessions (limit {self.limit}); retry later or end one with DELETE")
+            raise SessionsFull(f"Too many open sessions (limit {self.limit}); retry later or end one with DELETE")
+        owner = self._counted(principal)
+        if owner is not None:
+            if self._held.get(owner, 0) >= self.per_principal:
+                raise share_taken(self.per_principal)
+            self._held[owner] = self._held.get(owner, 0) + 1
         self._reserved += 1
 
-    def release(self) -> None:
-        """An initialize that held a place failed."""
-        self._reserved -= 1
+    def _counted(self, principal: str | None) -> str | None:
+        """The principal, when this registry counts its sessions (anonymous ones have no share; with a
+        store, the store counts them)."""
+        return principal if self.store is None else None
+
+    def _let_go(self, principal: str | None) -> None:
+        """A place the principal held is free again."""
+        owner = self._counted(principal)
+        if owner is not None:
+            left = self._held[owner] - 1
+            if left:
+                self._held[owner] = left
+            else:
+                del self._held[owner]
+
+    def claim(self, session: Session) -> Awaitable[None] | None:
+        """With a store, what counts a new session of an authenticated principal there, against its
+        share in every process (`SessionsFull`; then the place is given back). None: nothing to await."""
+        if self.store is None or session.principal is None:
+            return None
+        return self._claim(session)
+
+    async def _claim(self, session: Session) -> None:
+        try:
+            await self.store.claim(session.id, session.principal, self.per_principal, self.idle_timeout)  # type: ignore[union-attr, arg-type]
+        except BaseException as failed:
+            self._reserved -= 1
+            session.close()
+            if not isinstance(failed, SessionsFull):  # cut short (the client left, Redis failed): it may be counted
+                with anyio.CancelScope(shield=True):
+                    await self._forget(session)
+            raise
 
     def add(self, session: Session) -> None:
         """Register a session that just negotiated, in the place `reserve` held for it."""
         assert session.id is not None and self._reserved > 0
         self._reserved -= 1
         self.adopt(session)
+
+    def abandon(self, session: Session) -> Awaitable[None] | None:
+        """An initialize that held a place ended without registering its session (it failed, or its
+        client left before the answer): give back the place, the principal's share and the session's
+        subscriber; with a store, the awaitable that forgets what the store has of it (None: done)."""
+        self._reserved -= 1
+        self._let_go(session.principal)
+        session.close()
+        return None if self.store is None else self._forget(session)
+
+    async def _forget(self, session: Session) -> None:
+        try:
+            await self.store.delete(session.id)  # type: ignore[union-attr, arg-type]
+        except McpError as unreachable:  # its record (if it was stored) expires after the idle timeout
+            log.warning("the record of session %s, whose initialize did not open it, stays in the shared store "
+                        "until it expires: %s", session.id, unreachable.message)
 
     def adopt(self, session: Session) -> None:
         """Hold a copy of a session another process opened (never refused: the session exists)."""
@@ -370,8 +462,10 @@ class Sessions:
             self.store is not None and session.streaming)
 
     def end(self, session: Session) -> None:
+        """End a live session here: its place, its principal's share and its subscriber are free again."""
         if session.id is not None and self._live.get(session.id) is session:
             del self._live[session.id]
+            self._let_go(session.principal)
         session.close()
 
     def expire(self) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Iterator, Protocol
+from typing import AbstractSet, Any, Awaitable, Callable, Iterator, Protocol
 
 import anyio
 
@@ -53,7 +53,7 @@ class Filter:
     """What one subscription honours (the acknowledged filter)."""
 
     kinds: frozenset[str]
-    uris: frozenset[str]
+    uris: AbstractSet[str]  # a 2025-era session's own set, which it changes in place (a subscribe is O(1))
     task_ids: frozenset[str] = frozenset()
 
     @classmethod

@@ -40,19 +40,19 @@ class Clock:
         return self.now
 
 
-def test_reserved_places_count_against_the_limit_and_release_frees_them() -> None:
+def test_reserved_places_count_against_the_limit_and_abandon_frees_them() -> None:
     sessions = Sessions(2, 60, Clock())
-    sessions.reserve()
-    sessions.reserve()
+    sessions.reserve(None)
+    sessions.reserve(None)
     with pytest.raises(McpError, match="limit 2"):
-        sessions.reserve()
-    sessions.release()
-    sessions.reserve()
+        sessions.reserve(None)
+    assert sessions.abandon(Session("failed")) is None  # nothing to forget without a store
+    sessions.reserve(None)
 
 
 def test_zero_places_means_no_sessions_with_a_reason() -> None:
     with pytest.raises(McpError, match="run one worker"):
-        Sessions(0, 60, Clock()).reserve()
+        Sessions(0, 60, Clock()).reserve(None)
 
 
 def test_idle_sessions_expire_unless_a_call_is_in_flight() -> None:
@@ -60,7 +60,7 @@ def test_idle_sessions_expire_unless_a_call_is_in_flight() -> None:
     sessions = Sessions(10, 5, clock)
     idle, busy = Session("idle"), Session("busy")
     for session in (idle, busy):
-        sessions.reserve()
+        sessions.reserve(None)
         sessions.add(session)
     busy.calls[1] = object()  # type: ignore[assignment]
     clock.now = 6
@@ -98,3 +98,15 @@ def test_kept_events_resume_only_from_an_event_whose_successors_are_all_kept() -
     assert kept_after(kept, "t-s1.4") == []  # after the response: nothing more
     assert kept_after(kept[2:], "t-s1.1") is None  # t-s1.2 left the store
     assert kept_after(kept, "t-s1.9") is None and kept_after(kept, "u-s1.2") is None  # never sent here, or anywhere
+
+
+def test_subscribing_changes_the_followed_set_in_place_rather_than_copying_it() -> None:
+    from mcpcore.subscriptions import LocalBus
+
+    session = Session("s")
+    session.open("2025-11-25", {}, {"resourcesListChanged": True}, LocalBus())
+    followed = session.changes.filter.uris
+    for n in range(1000):
+        session.subscribe(f"demo://{n}", True)
+    session.subscribe("demo://0", False)
+    assert session.changes.filter.uris is followed and len(followed) == session.followed == 999  # never copied

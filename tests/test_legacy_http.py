@@ -10,12 +10,18 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import orjson
 import pytest
 
 from conftest import VERSION, legacy, request
 from http_client import HttpClient, SseStream, mcp_headers, running
+from mcpcore.auth import AccessToken, Auth, StaticTokens
+from mcpcore.call import Call
+from mcpcore.middleware import Next
+from mcpcore.transports.exchange import Exchange
 from mcpcore.transports.resume import StreamStore
 from servers import legacy_server
+from test_subscriptions import WatchedBus
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("http_flavour")]  # the built-in server, then uvicorn
 LIMIT = 10
@@ -230,3 +236,145 @@ async def test_a_stream_whose_events_all_left_the_store_cannot_be_resumed_from_a
     assert store.find("s1.9") is None  # never sent
     stream.end()  # its call ended unanswered: with nothing of it stored, it is gone
     assert store.find("s1.4") is None and list(store.streams) == ["s2"]
+
+
+class HeldAnswers:
+    """Middleware holding each `initialize`'s answer (its session already negotiated) until `release`,
+    so a test can make the client leave first; `lost` is set when an exchange has seen its peer leave."""
+
+    def __init__(self) -> None:
+        self.negotiated, self.release, self.lost = anyio.Event(), anyio.Event(), anyio.Event()
+
+    async def __call__(self, call: Call, call_next: Next) -> bytes:
+        answer = await call_next(call)
+        if call.message["method"] == "initialize":
+            self.negotiated.set()
+            await self.release.wait()
+        return answer
+
+    def watch_peers(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        seen_leaving = Exchange._lost
+
+        def lost(exchange: Exchange) -> None:
+            seen_leaving(exchange)
+            self.lost.set()
+
+        monkeypatch.setattr(Exchange, "_lost", lost)
+
+    def rearm(self) -> None:
+        self.negotiated, self.release, self.lost = anyio.Event(), anyio.Event(), anyio.Event()
+
+
+OPEN = legacy("initialize", 0, protocolVersion="2025-11-25", capabilities={}, clientInfo=CLIENT)
+
+
+async def test_an_initialize_whose_client_left_before_its_answer_gives_back_everything_it_took(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    held, bus = HeldAnswers(), WatchedBus()
+    held.watch_peers(monkeypatch)
+    server = legacy_server.build(bus=bus, middleware=[held])
+    async with running(server, max_sessions=2) as http:
+        for _ in range(3):  # more than max_sessions: each left place must be free again
+            async with HttpClient.connect(http) as client:
+                await client.send_request("POST", "/mcp", BASE, orjson.dumps(OPEN))
+                with anyio.fail_after(LIMIT):
+                    await held.negotiated.wait()
+            with anyio.fail_after(LIMIT):
+                await held.lost.wait()  # the server saw the client leave; now the answer is written
+                held.release.set()
+                await bus.until(lambda: len(bus.subscribers) == len(http.sessions) == 0)
+            held.rearm()
+        held.release.set()  # from here on answers go out at once
+        async with HttpClient.connect(http) as client:
+            with anyio.fail_after(LIMIT):
+                ids = [await initialize(client) for _ in range(2)]
+        assert len(http.sessions) == len(bus.subscribers) == 2 and len(set(ids)) == 2
+
+
+async def test_a_failed_initialize_and_a_deleted_session_leave_no_subscriber_on_the_bus() -> None:
+    bus = WatchedBus()
+    async with running(legacy_server.build(bus=bus)) as http, HttpClient.connect(http) as client:
+        with anyio.fail_after(LIMIT):
+            failed = await client.post(legacy("initialize", 0, capabilities={}), BASE, legacy=True)
+            assert failed.status == 400 and len(bus.subscribers) == 0
+            session_id = await initialize(client)
+            assert len(bus.subscribers) == 1
+            await client.send_request("DELETE", "/mcp", session_headers(session_id))
+            assert (await client.read_reply()).status == 200
+            assert len(bus.subscribers) == len(http.sessions) == 0
+
+
+PEOPLE = {f"{name}-token": AccessToken(name, "client", frozenset()) for name in ("alice", "bob")}
+
+
+def guarded() -> Any:
+    return legacy_server.build(auth=Auth(StaticTokens(PEOPLE), "http://127.0.0.1:8000/mcp", ("https://auth.example.com",)))
+
+
+def as_(person: str, headers: dict[str, str]) -> dict[str, str]:
+    return {**headers, "authorization": f"Bearer {person}-token"}
+
+
+async def open_as(client: HttpClient, person: str) -> Any:
+    return await client.post(OPEN, as_(person, BASE), legacy=True)
+
+
+async def test_one_principal_holds_only_its_share_of_the_sessions_and_gets_each_place_back() -> None:
+    async with running(guarded(), max_sessions=20) as http, HttpClient.connect(http) as client:  # share: a tenth
+        with anyio.fail_after(LIMIT):
+            for attempt in range(3):  # failed initializes take nothing for good
+                bad = await client.post(legacy("initialize", attempt, capabilities={}), as_("alice", BASE), legacy=True)
+                assert bad.status == 400
+            first, second = await open_as(client, "alice"), await open_as(client, "alice")
+            assert first.status == second.status == 200
+            refused = await open_as(client, "alice")
+            assert refused.status == 503 and refused.headers["retry-after"] == "1"
+            assert refused.response["error"]["code"] == -32600
+            assert "max_sessions_per_principal 2" in refused.response["error"]["message"]
+            assert (await open_as(client, "bob")).status == 200  # another principal is not locked out
+            ended = as_("alice", session_headers(first.headers["mcp-session-id"]))
+            await client.send_request("DELETE", "/mcp", ended)
+            assert (await client.read_reply()).status == 200
+            assert (await open_as(client, "alice")).status == 200  # the ended session's place is hers again
+            assert len(http.sessions) == 3
+
+
+async def test_the_share_is_configurable_and_anonymous_clients_have_none() -> None:
+    async with running(guarded(), max_sessions=20, max_sessions_per_principal=1) as http, HttpClient.connect(http) as client:
+        with anyio.fail_after(LIMIT):
+            assert (await open_as(client, "alice")).status == 200
+            assert "max_sessions_per_principal 1" in (await open_as(client, "alice")).response["error"]["message"]
+    async with running(legacy_server.build(), max_sessions=3) as http, HttpClient.connect(http) as client:
+        with anyio.fail_after(LIMIT):  # no auth: no principal, so only max_sessions bounds them
+            assert [(await client.post(OPEN, BASE, legacy=True)).status for _ in range(4)] == [200, 200, 200, 503]
+
+
+async def test_a_session_follows_only_resources_as_many_as_a_subscription_may_and_a_repeat_counts_once() -> None:
+    server = legacy_server.build(max_subscription_uris=3)
+
+    @server.resource("demo://notes/{name}")
+    def named(name: str) -> str:
+        return f"note {name}"
+
+    async with running(server) as http, HttpClient.connect(http) as client:
+        with anyio.fail_after(LIMIT):
+            session_id = await initialize(client)
+            headers = session_headers(session_id)
+
+            async def subscribe(request_id: int, uri: str, method: str = "resources/subscribe") -> Any:
+                return await client.post(legacy(method, request_id, uri=uri), headers, legacy=True)
+
+            missing = await subscribe(1, "demo://nothing/" + "x" * 4000)
+            assert missing.status == 200 and missing.response["error"]["code"] == -32002
+            assert missing.response["error"]["data"] == {"uri": "demo://nothing/" + "x" * 4000}
+            for request_id, uri in enumerate(["demo://note", "demo://notes/a", "demo://note", "demo://notes/b"], 2):
+                assert (await subscribe(request_id, uri)).response["result"] == {}  # a static resource or a template's
+            full = await subscribe(6, "demo://notes/c")
+            assert full.response["error"]["code"] == -32602 and "at most 3 resource URIs" in full.response["error"]["message"]
+            too_long = await subscribe(7, "demo://notes/" + "y" * 4096)
+            assert too_long.response["error"]["code"] == -32602
+            assert (await subscribe(8, "demo://notes/a", "resources/unsubscribe")).response["result"] == {}
+            assert (await subscribe(9, "demo://notes/never-followed", "resources/unsubscribe")).response["result"] == {}
+            assert (await subscribe(10, "demo://notes/c")).response["result"] == {}  # a place freed by unsubscribing
+            session = http.sessions.get(session_id)
+            assert session is not None and session.followed == 3

@@ -20,10 +20,12 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Iterator
 
 import anyio
+import orjson
 import pytest
 
 from conftest import ROOT, free_port, legacy, request
 from http_client import HttpClient, SseStream
+from servers import legacy_server
 from mcpcore import Context, Elicit, InputRequired, McpError, Server
 from mcpcore.auth import AccessToken, Auth, StaticTokens
 from mcpcore.testing import Client
@@ -763,3 +765,168 @@ async def test_a_change_made_again_while_its_first_publication_is_in_flight_is_s
                 await anyio.sleep(0.01)
         tasks.cancel_scope.cancel()
     assert len(State.client.sent) == 2 and not bus.pending
+
+
+async def test_an_initialize_whose_client_left_before_its_answer_leaves_no_record_in_redis(
+        redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    from http_client import running
+    from mcpcore.redisstate import RedisState
+    from servers import legacy_server
+    from test_legacy_http import BASE, OPEN, HeldAnswers
+
+    held = HeldAnswers()
+    held.watch_peers(monkeypatch)
+    server = legacy_server.build(store=RedisState(redis_server.url), state_keys=[KEYS], middleware=[held])
+    async with running(server, via="h11") as http:
+        async with HttpClient.connect(http) as client:
+            await client.send_request("POST", "/mcp", BASE, orjson.dumps(OPEN))
+            with anyio.fail_after(10):
+                await held.negotiated.wait()
+        assert len(session_keys(redis_server)) == 1  # stored before the answer names it
+        with anyio.fail_after(10):
+            await held.lost.wait()
+            held.release.set()
+            while session_keys(redis_server):  # forgotten once the call has ended, in a round trip to Redis
+                await anyio.sleep(0.05)
+        assert len(http.sessions) == len(server.bus._local.subscribers) == 0
+
+
+GUARDED_TARGET = "tests/test_redis.py:guarded_sessions"
+guarded_sessions = legacy_server.build(auth=Auth(StaticTokens(
+    {f"{name}-token": AccessToken(name, "client", frozenset()) for name in ("alice", "bob")}),
+    "http://127.0.0.1:8000/mcp", ("https://auth.example.com",)))
+
+
+async def initialize_as(port: int, person: str) -> Any:
+    """An initialize by `person` (a bearer token of theirs) to the process at `port`; the reply."""
+    async with HttpClient.connect(_Port(port)) as http:  # type: ignore[arg-type]
+        with anyio.fail_after(10):
+            message = legacy("initialize", 0, protocolVersion="2025-11-25", capabilities={},
+                             clientInfo={"name": person, "version": "1"})
+            return await http.post(message, {**LEGACY_HEADERS, "authorization": f"Bearer {person}-token"}, legacy=True)
+
+
+async def test_a_principals_share_of_sessions_is_counted_across_processes(redis_server: RedisServer) -> None:
+    with processes(redis_server, target=GUARDED_TARGET, extra=("--max-sessions-per-principal", "2")) as (a, b):
+        first, second = await initialize_as(a, "alice"), await initialize_as(b, "alice")
+        assert first.status == second.status == 200
+        for port in (a, b):
+            refused = await initialize_as(port, "alice")
+            assert refused.status == 503 and refused.headers["retry-after"] == "1"
+            assert "max_sessions_per_principal 2" in refused.response["error"]["message"]
+        assert (await initialize_as(a, "bob")).status == 200
+        async with HttpClient.connect(_Port(b)) as http:  # type: ignore[arg-type]
+            ended = {**in_session(first.headers["mcp-session-id"]), "authorization": "Bearer alice-token"}
+            await http.send_request("DELETE", "/mcp", ended)
+            assert (await http.read_reply()).status == 200
+        assert (await initialize_as(a, "alice")).status == 200  # the place the DELETE freed, on the other process
+        assert (await initialize_as(b, "alice")).status == 503
+
+
+async def test_a_session_in_use_keeps_its_place_in_the_share_and_an_expired_one_gives_it_back(
+        redis_server: RedisServer) -> None:
+    extra = ("--max-sessions-per-principal", "1", "--session-idle-timeout", "2")
+    with processes(redis_server, target=GUARDED_TARGET, extra=extra) as (a, b):
+        opened = await initialize_as(a, "alice")
+        assert opened.status == 200
+        in_use = {**in_session(opened.headers["mcp-session-id"]), "authorization": "Bearer alice-token"}
+        until = time.monotonic() + 3  # past the idle timeout: only the use keeps the session, and its count
+        async with HttpClient.connect(_Port(b)) as http:  # type: ignore[arg-type]
+            while time.monotonic() < until:
+                with anyio.fail_after(10):
+                    assert (await http.post(legacy("ping", 1), in_use, legacy=True)).status == 200
+                await anyio.sleep(0.4)
+        assert (await initialize_as(b, "alice")).status == 503
+        for _ in range(100):  # until Redis expires the idle session (two seconds without a request)
+            if (reply := await initialize_as(b, "alice")).status == 200:
+                break
+            await anyio.sleep(0.1)
+        assert reply.status == 200
+
+
+async def test_a_shared_session_that_expires_here_lets_go_of_its_stream_store(redis_server: RedisServer) -> None:
+    import gc
+
+    from http_client import running
+    from mcpcore.redisstate import RedisState
+    from test_legacy_http import BASE, OPEN
+
+    # Redis commands' timers (cancelled, but in the loop's heap until due) hold the context of the call that
+    # ran them: with a short command timeout they are gone by the time the session expires.
+    server = legacy_server.build(store=RedisState(redis_server.url, timeout=0.5), state_keys=[KEYS])
+    async with running(server, via="h11", session_idle_timeout=3.0, keep_alive_timeout=0.2) as http:
+        async with HttpClient.connect(http) as client:
+            with anyio.fail_after(10):
+                session_id = (await client.post(OPEN, BASE, legacy=True)).headers["mcp-session-id"]
+                note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+                assert (await client.post(note, in_session(session_id), legacy=True)).status == 202
+                assert (await client.post(legacy("ping", 1), in_session(session_id), legacy=True)).status == 200
+        assert len(http.stores) == 1  # its ping ran on a resumable stream
+        with anyio.fail_after(10):
+            while len(http.sessions):  # idle here: the copy is forgotten (the sweeper, no request needed)
+                await anyio.sleep(0.05)
+        gc.collect()
+        assert len(http.stores) == 0
+
+
+class HeldClaims:
+    """Holds each claim of a principal's place in Redis (after it counted) until `release`."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from mcpcore.redisstate import RedisSessionStore
+
+        self.counted, self.release = anyio.Event(), anyio.Event()
+        claim = RedisSessionStore.claim
+
+        async def held(store: RedisSessionStore, *args: Any) -> None:
+            await claim(store, *args)
+            self.counted.set()
+            await self.release.wait()
+
+        monkeypatch.setattr(RedisSessionStore, "claim", held)
+
+
+def guarded_shared(redis_server: RedisServer) -> Server:
+    from mcpcore.redisstate import RedisState
+
+    return legacy_server.build(auth=guarded_sessions.auth, store=RedisState(redis_server.url), state_keys=[KEYS])
+
+
+async def test_a_claim_cut_short_by_the_client_leaving_is_not_counted(redis_server: RedisServer,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from http_client import running
+    from test_legacy_http import BASE, OPEN, HeldAnswers
+
+    claims, peers = HeldClaims(monkeypatch), HeldAnswers()
+    peers.watch_peers(monkeypatch)
+    async with running(guarded_shared(redis_server), via="h11") as http:
+        async with HttpClient.connect(http) as client:
+            await client.send_request("POST", "/mcp", {**BASE, "authorization": "Bearer alice-token"}, orjson.dumps(OPEN))
+            with anyio.fail_after(10):
+                await claims.counted.wait()
+            assert len(session_keys(redis_server)) == 1  # the claim made its session's hash
+        with anyio.fail_after(10):
+            await peers.lost.wait()
+            while session_keys(redis_server):  # the claim, cut short, is taken back
+                await anyio.sleep(0.05)
+
+
+async def test_a_claim_that_ends_as_the_server_begins_to_close_gives_its_place_back(
+        redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    from http_client import running
+    from test_legacy_http import BASE, OPEN
+
+    claims = HeldClaims(monkeypatch)
+    async with running(guarded_shared(redis_server), via="h11") as http:
+        async with HttpClient.connect(http) as client:
+            await client.send_request("POST", "/mcp", {**BASE, "authorization": "Bearer alice-token"}, orjson.dumps(OPEN))
+            with anyio.fail_after(10):
+                await claims.counted.wait()
+                http.closing = True  # what stop() does first
+                claims.release.set()
+                reply = await client.read_reply()
+            assert reply.status == 503 and "shutting down" in reply.response["error"]["message"]
+        with anyio.fail_after(10):
+            while session_keys(redis_server):  # no session, and no place counted for one
+                await anyio.sleep(0.05)
+        assert len(http.sessions) == 0

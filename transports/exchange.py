@@ -40,7 +40,7 @@ from mcpcore.call import Call
 from mcpcore.protocol import Route, http_status
 from mcpcore.routes import CustomRoute, HttpRequest
 from mcpcore.server import Server
-from mcpcore.session import Session, Sessions, SessionStore, StoredEvent
+from mcpcore.session import Session, Sessions, SessionsFull, SessionStore, StoredEvent
 from mcpcore.wire import INVALID_REQUEST, NOTIFICATION, REQUEST, RESPONSE, McpError, encode_error
 
 from .calls import CallRunner, Malformed, cancelled_request, read_message
@@ -61,6 +61,13 @@ from .resume import ResumableStream, StreamStore, kept_after, replay_kept
 log = logging.getLogger(__name__)
 
 _NONE_REPEATED: frozenset[str] = frozenset()
+
+
+def _unavailable(error: McpError, request_id: Any) -> Rejection:
+    """A refusal to retry shortly: every session place (or the principal's share) taken is 503,
+    the shared state unreachable is the status of its error."""
+    status = 503 if isinstance(error, SessionsFull) else http_status(error.code)
+    return Rejection(status, error, request_id, (("retry-after", "1"),))
 
 
 def _session_header(session: Session) -> list[tuple[bytes, bytes]]:
@@ -112,7 +119,8 @@ class Endpoint:
         self.policy: Policy = self.policy_for(config.host, self.port)
         self.runner = CallRunner(server, max_in_flight=config.max_in_flight, grace_period=config.grace_period)
         shared = getattr(server.store, "sessions", None)  # a shared state may share no sessions
-        self.sessions = Sessions(config.max_sessions, config.session_idle_timeout, time.monotonic, shared)
+        self.sessions = Sessions(config.max_sessions, config.session_idle_timeout, time.monotonic, shared,
+                                 config.max_sessions_per_principal)
         self.stores: weakref.WeakKeyDictionary[Session, StreamStore] = weakref.WeakKeyDictionary()
         # Shared sessions: event ids name this process, so two processes never mint the same one.
         self.stream_prefix = "" if shared is None else f"{secrets.token_hex(4)}-"
@@ -137,8 +145,9 @@ class Endpoint:
         """The resumable streams of a 2025-11-25 session."""
         store = self.stores.get(session)
         if store is None:
-            shared = self.sessions.store
-            keep = None if shared is None else lambda event: shared.keep_event(session.id, event, session.ttl)  # type: ignore[arg-type]
+            # The id, not the session: a store holding its session would never leave `stores` (weak keys).
+            shared, session_id, ttl = self.sessions.store, session.id, session.ttl
+            keep = None if shared is None else lambda event: shared.keep_event(session_id, event, ttl)  # type: ignore[arg-type]
             store = self.stores[session] = StreamStore(prefix=self.stream_prefix, shared=keep)
         return store
 
@@ -496,17 +505,31 @@ class Exchange:
             if self.endpoint.closing:
                 return self._stopping(message["id"])
             try:
-                sessions.reserve()
-            except McpError as full:
-                self._answer(Rejection(503, full, message["id"], (("retry-after", "1"),)))
+                sessions.reserve(self._principal)
+            except SessionsFull as full:
+                self._answer(_unavailable(full, message["id"]))
                 return self._next_cycle()
-            session = self._opening = sessions.new(self._principal)
-        else:
-            found = legacy_session(self._headers, sessions, message.get("id"), self._principal)
-            if isinstance(found, Rejection):
-                self._answer(found)
-                return self._next_cycle()
-            session = found
+            session = sessions.new(self._principal)
+            claim = sessions.claim(session)
+            if claim is not None:  # shared: the principal's share is counted in the store first
+                return self._sharing(claim, lambda _: self._open(session, message), message["id"])
+            return self._open(session, message)
+        found = legacy_session(self._headers, sessions, message.get("id"), self._principal)
+        if isinstance(found, Rejection):
+            self._answer(found)
+            return self._next_cycle()
+        return self._in_session(found, kind, message)
+
+    def _open(self, session: Session, message: dict[str, Any]) -> bool:
+        """Run the `initialize` that may open `session` (in the place reserved for it)."""
+        if self.endpoint.closing:  # began to close while the place was counted: give it back
+            self._give_back(session, lambda: None)
+            return self._stopping(message["id"])
+        self._opening = session
+        return self._in_session(session, REQUEST, message)
+
+    def _in_session(self, session: Session, kind: str, message: dict[str, Any]) -> bool:
+        """A legacy message of `session` (or of the one its initialize opens)."""
         if kind == NOTIFICATION:
             recording = self._legacy_notification(session, message)
             if recording is not None:  # a shared session's change, recorded before the 202
@@ -565,7 +588,7 @@ class Exchange:
 
         def go_on(result: Any) -> bool:
             if isinstance(result, McpError):
-                self._answer(Rejection(http_status(result.code), result, request_id, (("retry-after", "1"),)))
+                self._answer(_unavailable(result, request_id))
                 return self._next_cycle()
             return then(result)
 
@@ -686,10 +709,25 @@ class Exchange:
         self.call = self.writer = None
         if call.session is not None:
             call.session.calls.pop(call.message["id"], None)
-        if self._opening is not None:  # an initialize that did not negotiate
-            self.endpoint.sessions.release()
-            self._opening = None
-        self._after(writer)
+        opening, self._opening = self._opening, None
+        if opening is not None:  # an initialize whose session was not registered: it failed, or its client left
+            self._give_back(opening, lambda: self._after(writer))
+        else:
+            self._after(writer)
+
+    def _give_back(self, session: Session, then: Callable[[], None]) -> None:
+        """Give back what the session of an initialize took (`Sessions.abandon`), then go on; a shared
+        one is forgotten in the store first (even if the client leaves meanwhile)."""
+        forgetting = self.endpoint.sessions.abandon(session)
+        if forgetting is None:
+            then()
+            return
+
+        def after(_: None) -> bool:
+            then()
+            return False
+
+        self._pause(asyncio.shield(forgetting), after)
 
     def _after(self, writer: HttpWriter | None) -> None:
         if writer is None or not writer.responded or self.gone:

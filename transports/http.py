@@ -58,6 +58,7 @@ class HttpConfig:
     sse_keepalive: float = defaults.HTTP_SSE_KEEPALIVE
     grace_period: float = defaults.HTTP_GRACE_PERIOD
     max_sessions: int = defaults.HTTP_MAX_SESSIONS
+    max_sessions_per_principal: int | None = None  # one authenticated principal's share (None: a tenth of max_sessions)
     session_idle_timeout: float = defaults.HTTP_SESSION_IDLE_TIMEOUT
     health_path: str | None = defaults.HTTP_HEALTH_PATH  # None: no liveness probe
     ready_path: str | None = defaults.HTTP_READY_PATH  # None: no readiness probe

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 
 from mcpcore import Context, Elicit, InputRequired, Sample, Server
@@ -9,9 +11,9 @@ from mcpcore import Context, Elicit, InputRequired, Sample, Server
 NAME_FORM = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 
 
-def build() -> Server:
-    """A fresh server (tests that change what is offered get their own)."""
-    server = Server("legacy-tests", version="0.0.1", instructions="Tools for both eras.")
+def build(**options: Any) -> Server:
+    """A fresh server (tests that change what is offered get their own); `options` go to `Server`."""
+    server = Server("legacy-tests", version="0.0.1", instructions="Tools for both eras.", **options)
 
     @server.tool
     def echo(text: str) -> str:
