@@ -23,7 +23,7 @@ from .call import Call, Writer
 from .context import LOG_LEVELS, Context
 from .inputs import InputRequired, read_answers
 from .legacy import LegacyDispatcher
-from .logs import current_call
+from .logs import call_facts, facts_of
 from .protocol import INPUT_METHODS, NAME_FIELDS, REMOVED_METHODS, Route, method_route
 from .sealing import binding
 from .subscriptions import PROMPTS, RESOURCES, TOOLS
@@ -193,7 +193,7 @@ class Dispatcher:
 
     async def handle(self, call: Call, writer: Writer) -> None:
         """Answer one request: notifications (if any) then exactly one response."""
-        current_call.set(call)  # for the log records of this call (its task's own context)
+        call_facts.set(facts_of(call))  # for the log records of this call (its task's own context)
         server = self.server
         metrics = server.metrics
         started = time.perf_counter() if metrics is not None else 0.0

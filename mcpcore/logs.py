@@ -33,22 +33,25 @@ FORMATS = ("text", "json")
 DEFAULT_LEVEL = "info"
 CALL_FIELDS = ("request_id", "method", "tool", "principal", "outcome", "duration_ms")
 
-current_call: contextvars.ContextVar[Call | None] = contextvars.ContextVar("mcpcore_call", default=None)
+# The running call's facts, not the call: a context copied while a call runs (a connection it
+# opened, a timer) can outlive it by far, and a call holds its session and message.
+call_facts: contextvars.ContextVar[tuple[Any, Any, str | None, str | None] | None] = contextvars.ContextVar(
+    "mcpcore_call_facts", default=None)
+
+
+def facts_of(call: Call) -> tuple[Any, Any, str | None, str | None]:
+    """A call's request id, method, tool and principal, as its log records carry them."""
+    message = call.message
+    return message.get("id"), message.get("method"), call.tool or None, call.principal
 
 
 class CallFilter(logging.Filter):
     """Adds the running call's request id, method, tool and principal to each record (if not already set)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        call = current_call.get()
-        if call is not None:
-            facts = {
-                "request_id": call.message.get("id"),
-                "method": call.message.get("method"),
-                "tool": call.tool or None,
-                "principal": call.principal,
-            }
-            for name, value in facts.items():
+        facts = call_facts.get()
+        if facts is not None:
+            for name, value in zip(CALL_FIELDS, facts):
                 if not hasattr(record, name):
                     setattr(record, name, value)
         return True

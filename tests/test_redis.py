@@ -851,9 +851,7 @@ async def test_a_shared_session_that_expires_here_lets_go_of_its_stream_store(re
     from mcpcore.redisstate import RedisState
     from test_legacy_http import BASE, OPEN
 
-    # Redis commands' timers (cancelled, but in the loop's heap until due) hold the context of the call that
-    # ran them: with a short command timeout they are gone by the time the session expires.
-    server = legacy_server.build(store=RedisState(redis_server.url, timeout=0.5), state_keys=[KEYS])
+    server = legacy_server.build(store=RedisState(redis_server.url), state_keys=[KEYS])
     async with running(server, via="h11", session_idle_timeout=3.0, keep_alive_timeout=0.2) as http:
         async with HttpClient.connect(http) as client:
             with anyio.fail_after(10):
