@@ -3,14 +3,17 @@
 It names this interpreter (the virtual environment mcpcore is installed in) and
 the target's absolute path, so the client starts the server wherever it runs
 from. `--write` merges the entry into the client's file, keeping everything
-else in it (a file that is not a JSON object is left alone, with an error).
+else in it (a file that is not a JSON object is left alone, with an error),
+and replaces the file in one step through a fresh temporary file of its own.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -66,9 +69,44 @@ def configure(target: str, is_file: bool, name: str, client: str, write: bool) -
         print(f"mcpcore: {path}: {key!r} is not an object; left as it is", file=sys.stderr)
         return 1
     servers.update(found[key])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".mcpcore-tmp")
-    partial.write_text(json.dumps(current, indent=2) + "\n")
-    partial.replace(path)  # atomic: the client never reads half a file
+    try:
+        replace_file(path, json.dumps(current, indent=2) + "\n")
+    except OSError as error:
+        print(f"mcpcore: cannot write {path}: {error}", file=sys.stderr)
+        return 1
     print(f"mcpcore: wrote server {name!r} to {path}")
     return 0
+
+
+def replace_file(path: Path, text: str) -> None:
+    """Replace `path` with `text` atomically, so the client never reads half a file.
+
+    The temporary file is created new and exclusively (`mkstemp`: O_EXCL, never through
+    a symlink), so a name planted beside the file, as a cloned project can ship in its
+    `.vscode/`, is never written through. It gets the file's permissions (or the
+    umask's, for a new file), reaches the disk before the rename, and is removed if
+    anything fails.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = _mode_of(path)
+    handle, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.chmod(partial, mode)
+        os.replace(partial, path)
+    except BaseException:
+        os.unlink(partial)
+        raise
+
+
+def _mode_of(path: Path) -> int:
+    """The permission bits a rewritten `path` keeps: its own, or a new file's under the umask."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)  # read by setting it; the CLI runs no other thread here
+        os.umask(umask)
+        return 0o666 & ~umask

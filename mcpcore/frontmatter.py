@@ -48,6 +48,7 @@ _HEXADECIMAL = re.compile(r"0x[0-9a-fA-F]+")
 _FLOAT = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?")
 _NOT_FINITE = re.compile(r"[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)")
 _JSON_SAFE_INTEGER = 2**53  # past it a JSON reader in JavaScript rounds the number
+_SIGNIFICANT_DIGITS = 18  # 2**53 has 16 decimal, 18 octal, 14 hexadecimal digits: more is beyond it in any base
 
 
 class FrontMatterError(ValueError):
@@ -76,16 +77,28 @@ def _resolve(plain: str, where: str) -> Any:
     if _NOT_FINITE.fullmatch(plain):
         raise FrontMatterError(f"{where}: {plain} is not a JSON number; quote it to keep it as text")
     if _OCTAL.fullmatch(plain) or _HEXADECIMAL.fullmatch(plain) or _INTEGER.fullmatch(plain):
-        number = int(plain[2:], 8) if plain.startswith("0o") else int(plain, 0 if plain.startswith("0x") else 10)
-        if abs(number) > _JSON_SAFE_INTEGER:
-            raise FrontMatterError(f"{where}: {plain} is too large to survive JSON; quote it to keep it as text")
-        return number
+        return _integer(plain, where)
     if _FLOAT.fullmatch(plain):
         number = float(plain)
         if math.isinf(number):  # 1e400: YAML reads infinity, which JSON renders as null
             raise FrontMatterError(f"{where}: {plain} is beyond a JSON number's range; quote it to keep it as text")
         return number
     return plain
+
+
+def _integer(plain: str, where: str) -> int:
+    """A core-schema integer (decimal, `0o` octal or `0x` hexadecimal), refused past 2**53 in size.
+
+    YAML integers have no bound, but a JSON reader in JavaScript rounds one past 2**53. The
+    digits are counted before Python converts them: a decimal of thousands of digits would
+    otherwise raise Python's own conversion-limit `ValueError`, naming no line.
+    """
+    base = 8 if plain.startswith("0o") else 16 if plain.startswith("0x") else 10
+    digits = (plain.lstrip("+-") if base == 10 else plain[2:]).lstrip("0")
+    if len(digits) <= _SIGNIFICANT_DIGITS and (number := int(digits or "0", base)) <= _JSON_SAFE_INTEGER:
+        return -number if plain.startswith("-") else number
+    raise FrontMatterError(f"{where}: {plain[:24]}{'...' if len(plain) > 24 else ''} is too large to survive JSON "
+                           "(beyond ±2**53); quote it to keep it as text")
 
 
 def _unescape(body: str, where: str) -> str:

@@ -130,3 +130,36 @@ def test_config_write_merges_into_the_clients_file_and_keeps_the_rest(tmp_path: 
     settings.write_text("[1, 2]")
     refused = config(str(ROOT / "examples" / "echo_server.py"), "--client", "cursor", "--write", home=tmp_path, cwd=tmp_path)
     assert refused.returncode == 1 and "does not hold a JSON object" in refused.stderr and settings.read_text() == "[1, 2]"
+
+
+def test_config_write_never_writes_through_a_symlink_planted_beside_the_file(tmp_path: Path) -> None:
+    """A cloned project may ship `.vscode/mcp.json.mcpcore-tmp` (or any name) pointing at a file of the user's."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    project = tmp_path / "project"
+    (project / ".vscode").mkdir(parents=True)
+    settings = project / ".vscode" / "mcp.json"
+    settings.write_text(json.dumps({"servers": {}}))
+    settings.chmod(0o640)
+    (project / ".vscode" / "mcp.json.mcpcore-tmp").symlink_to(victim)
+    written = config(str(ROOT / "examples" / "echo_server.py"), "--client", "vscode", "--write", home=tmp_path, cwd=project)
+    assert written.returncode == 0, written.stderr
+    assert victim.read_text() == "precious\n"
+    assert set(json.loads(settings.read_text())["servers"]) == {"echo"}
+    assert settings.stat().st_mode & 0o777 == 0o640  # the file keeps its permissions
+    assert sorted(p.name for p in settings.parent.iterdir()) == ["mcp.json", "mcp.json.mcpcore-tmp"]  # no temporary left
+
+
+def test_config_write_removes_its_temporary_file_when_the_replace_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mcpcore import clientconfig
+
+    def refuse(source: str, target: Any) -> None:
+        raise PermissionError(13, "Permission denied", str(target))
+
+    monkeypatch.setattr(clientconfig.os, "replace", refuse)
+    monkeypatch.chdir(tmp_path)
+    assert clientconfig.configure(str(ROOT / "examples" / "echo_server.py"), True, "echo", "claude-code", True) == 1
+    assert list(tmp_path.iterdir()) == []
+    assert f"cannot write {tmp_path / '.mcp.json'}: [Errno 13] Permission denied" in capsys.readouterr().err

@@ -36,6 +36,7 @@ def extra(fields: str) -> dict[str, Any]:
     ("~", None), ("null", None), ("NULL", None),
     ("true", True), ("False", False), ("yes", "yes"),
     ("42", 42), ("-4", -4), ("+4", 4), ("012", 12), ("0x1F", 31), ("0o17", 15),
+    ("9007199254740992", 2**53), ("-9007199254740992", -2**53), ("0" * 5000 + "7", 7), ("0x20000000000000", 2**53),
     ("1.5", 1.5), (".5", 0.5), ("1e3", 1000.0),
     ("2.1.0", "2.1.0"), ("2024-01-01", "2024-01-01"), ("1_000", "1_000"), ("0b101", "0b101"),
 ])
@@ -119,6 +120,10 @@ def test_a_file_without_a_delimited_block_at_its_start_is_refused(markdown: str)
     ("a: 1e400\n", 4, "beyond a JSON number's range"),
     ("a: -1e400\n", 4, "beyond a JSON number's range"),
     ("a: 9007199254740993\n", 4, "too large to survive JSON"),
+    ("a: " + "1" * 5000 + "\n", 4, "too large to survive JSON"),  # past Python's own int conversion limit
+    ("a: -" + "0" * 4400 + "1" * 17 + "\n", 4, "too large to survive JSON"),
+    ("a: 0x" + "f" * 5000 + "\n", 4, "too large to survive JSON"),
+    ("a: 0o" + "7" * 19 + "\n", 4, "too large to survive JSON"),
     ("a: |2\n  x\n", 4, "no indentation digit"),
     ("a: >\n  x\n    more\n", 4, "more-indented lines"),
     ("a: - x\n", 4, "cannot start with '-'"),

@@ -7,12 +7,14 @@ in a query stays a plus; and no template or URI makes the matcher raise.
 
 from __future__ import annotations
 
+import itertools
+import re
 import string
 from urllib.parse import quote
 
 from hypothesis import given, settings, strategies as st
 
-from mcpcore.uritemplate import UriTemplate
+from mcpcore.uritemplate import UriTemplate, _Search
 
 PROPERTY = settings(max_examples=60, deadline=None, derandomize=True, database=None)
 
@@ -140,3 +142,68 @@ def test_a_plus_in_a_query_value_stays_a_plus(var: str, value: str, operator: st
     template = UriTemplate("search://q{?" + var + "}" if operator == "?" else "search://q?fixed=1{&" + var + "}")
     for written in (quote(value, safe="+"), quote(value, safe="")):
         assert template.match(f"search://q?{'fixed=1&' if operator == '&' else ''}{var}={written}") == {var: value}
+
+
+# -- the same match as the backtracking regular expression the matcher was once built as --------
+
+REGEX_VALUES = {"": ("", ",", r"[^/?#,&]*?"), "+": ("", ",", r".*?"), "#": ("#", ",", r".*?"),
+                ".": (r"\.", r"\.", r"[^/?#.;]*"), "/": ("/", "/", r"[^/?#;]*"), ";": (";", ";", r"[^/?#;]*")}
+
+
+def reference(template: str) -> re.Pattern[str]:
+    """The template as a backtracking regular expression (quadratic or worse on hostile URIs, so
+    only for short ones): groups g0, g1, ... are the matcher's slot pairs, in template order."""
+    groups = itertools.count()
+
+    def expression(body: str) -> str:
+        operator = body[:1] if body[:1] in "+#./;?&" and body else ""
+        if operator in ("?", "&"):
+            return rf"(?:[?&](?P<g{next(groups)}>[^#]*))?"
+        prefix, separator, value = REGEX_VALUES[operator]
+        parts = []
+        for spec in body[len(operator):].split(","):
+            explode = spec.endswith("*") and operator not in ("+", "#")
+            item = f"(?:{value})(?:{separator}(?:{value}))*" if explode else value
+            if operator == ";":
+                name = re.escape(re.sub(r"(\*|:[0-9]+)$", "", spec))
+                parts.append(f"{name}(?:=(?P<g{next(groups)}>{item})|(?P<g{next(groups)}>))")
+            else:
+                parts.append(f"(?P<g{next(groups)}>{item})")
+        return f"(?:{prefix}{separator.join(parts)})" + ("" if operator == "" else "?")
+
+    pattern, position = [], 0
+    for found in re.finditer(r"\{([^{}]*)\}", template):
+        pattern += [re.escape(template[position:found.start()]), expression(found.group(1))]
+        position = found.end()
+    return re.compile("".join(pattern) + re.escape(template[position:]))
+
+
+ALPHABET = "ab.,/;=?&#%2F\n"
+
+
+@st.composite
+def ambiguous(draw: st.DrawFn) -> str:
+    """A template whose expressions share characters or sit side by side, e.g. `{+a}.{b}`, `x{a}{b*}`."""
+    template, names = "", (f"v{n}" for n in itertools.count())
+    for _ in range(draw(st.integers(1, 3))):
+        template += draw(st.text("ab.,/;=", max_size=2))
+        operator = draw(st.sampled_from(["", "", "+", "+", "#", ".", "/", ";", "?", "&"]))
+        specs = [next(names) + draw(st.sampled_from(["", "", "*", ":2"])) for _ in range(draw(st.integers(1, 2)))]
+        template += "{" + operator + ",".join(specs) + "}"
+    return template + draw(st.text("ab.,/;=", max_size=2))
+
+
+@settings(max_examples=400, deadline=None, derandomize=True, database=None)
+@given(ambiguous(), st.data())
+def test_the_match_is_the_one_the_backtracking_regular_expression_finds(template: str, data: st.DataObject) -> None:
+    """The matcher is linear, the regular expression is not; on short URIs they must split alike."""
+    compiled, regex = UriTemplate(template), reference(template)
+    for _ in range(8):
+        pieces = re.split(r"\{[^{}]*\}", template)  # the literals, with short fillings between them
+        uri = "".join(piece + data.draw(st.text(ALPHABET, max_size=4)) for piece in pieces)
+        uri = data.draw(st.sampled_from([uri, uri[:-1], data.draw(st.text(ALPHABET, max_size=10))]))
+        found = regex.fullmatch(uri)
+        expected = None if found is None else [found.span(f"g{n}") for n in range(len(found.groupdict()))]
+        slots = _Search(compiled, uri).run()
+        got = None if slots is None else list(zip(slots[::2], slots[1::2]))
+        assert got == expected, (template, uri)

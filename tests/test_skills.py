@@ -322,6 +322,12 @@ def test_front_matter_errors_name_the_skill_file(markdown: str, fragment: str) -
     assert str(refused.value).startswith("skill://demo/SKILL.md: ") and fragment in str(refused.value)
 
 
+def test_a_skill_on_disk_with_a_huge_integer_in_its_front_matter_is_refused_naming_the_file_and_line(tmp_path: Path) -> None:
+    root = write(tmp_path, {"demo/SKILL.md": "---\nname: demo\ndescription: x\nsize: " + "9" * 5000 + "\n---\n"})
+    with pytest.raises(SkillError, match=r"^skill://demo/SKILL.md: SKILL.md line 4: 9{24}\.\.\. is too large to survive JSON"):
+        served(root)
+
+
 def test_more_files_than_the_limit_are_refused() -> None:
     files = {f"f{n}.txt": "x" for n in range(MAX_FILES)}  # with SKILL.md: one too many
     with pytest.raises(SkillError, match=f"more than {MAX_FILES} files"):

@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import orjson
 import pytest
 
+from conftest import ROOT, free_port, request
+from http_client import HttpClient, mcp_headers
 from mcpcore.uritemplate import UriTemplate
 
 
@@ -203,3 +214,76 @@ def test_a_label_value_stops_at_a_reserved_character() -> None:
     from mcpcore.uritemplate import UriTemplate
 
     assert UriTemplate("fuzz://doc{.format}{;version}").match("fuzz://doc.md;version=2") == {"format": "md", "version": "2"}
+
+
+# -- hostile URIs: splits tried from the left, each once ----------------------------------------
+
+# Templates whose adjacent expressions share characters, and URIs that almost match them: a
+# backtracking regex tried every split (20,000 dots held `{+path}.{ext}` 6.7 s; 200,000, hours).
+HOSTILE = [
+    ("file:///{+path}.{ext}", "file:///", ".", "/"),
+    ("x://{a}{b}", "x://", "a", "/"),
+    ("{+a,b}", "", ",", "\n"),
+    ("x://{a}{b}{c}", "x://", "a", "/"),  # cubic
+]
+LINEAR_PROBE = """
+import json, sys
+from mcpcore.uritemplate import UriTemplate
+for template, head, filler, tail in json.loads(sys.argv[1]):
+    for size in (20_000, 200_000):
+        print(json.dumps(UriTemplate(template).match(head + filler * size + tail)), flush=True)
+print(json.dumps(UriTemplate("x://{a}{b}").match("x://" + "a" * 200_000) == {"a": "", "b": "a" * 200_000}))
+"""
+
+
+def test_hostile_uris_for_adjacent_expressions_are_refused_in_linear_time() -> None:
+    """In a child process, since a match holds the interpreter until it returns: 60 s for all
+    eight URIs is some hundred times what the search needs, and far less than the regex took."""
+    done = subprocess.run([sys.executable, "-c", LINEAR_PROBE, json.dumps(HOSTILE)], capture_output=True,
+                          text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["null"] * 2 * len(HOSTILE) + ["true"]
+
+
+SERVER = """
+from mcpcore import Server
+
+server = Server("files")
+
+
+@server.resource("file:///{+path}.{ext}")
+def read(path: str, ext: str) -> str:
+    return f"{path} as {ext}"
+"""
+
+
+@pytest.mark.anyio
+async def test_a_hostile_read_is_answered_and_does_not_hold_up_a_concurrent_request(tmp_path: Path) -> None:
+    """A real server in its own process, so that a server stuck matching fails this test by its bound
+    (the regex took about a minute for these 60,000 dots; the search, milliseconds)."""
+    (tmp_path / "server.py").write_text(SERVER)
+    port = free_port()
+    command = [sys.executable, "-m", "mcpcore", "run", "server.py", "--transport", "http", "--port", str(port)]
+    process = await anyio.open_process(command, cwd=tmp_path, start_new_session=True)
+    at = type("At", (), {"port": port})
+    try:
+        assert process.stderr is not None
+        with anyio.fail_after(30):
+            log = b""
+            while b"serving" not in log:
+                log += await process.stderr.receive()
+        async with HttpClient.connect(at) as hostile, HttpClient.connect(at) as other:  # type: ignore[arg-type]
+            # 60,000 dots: the URI is mirrored in the Mcp-Name header, which must fit in the 64 KiB head
+            read = request("resources/read", 1, uri="file:///" + "." * 60_000 + "/")
+            await hostile.send_request("POST", "/mcp", mcp_headers(read), orjson.dumps(read))
+            with anyio.fail_after(20):
+                listed = (await other.post(request("resources/templates/list", 2))).response
+                assert listed["result"]["resourceTemplates"][0]["uriTemplate"] == "file:///{+path}.{ext}"
+                answer = (await hostile.read_reply()).response
+            assert answer.get("id") == 1, answer
+            assert answer["error"]["code"] == -32602, answer
+            fine = await other.post(request("resources/read", 3, uri="file:///docs/a.b.txt"))
+            assert fine.response["result"]["contents"][0]["text"] == "docs/a as b.txt"  # path as short as the rest allows
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        await process.wait()
