@@ -58,6 +58,7 @@ SEEDS = (1, 2, 3)
 STEPS = 250  # operations per seed
 MAX_SESSIONS = 6  # small, so the limit's 503 is met
 FUZZ_LIMIT = 60  # seconds for one seed's run: it takes a few
+RESUME_LIMIT = 10  # seconds for a resumption of a stream that ended: it takes milliseconds
 VERSIONS = (*LEGACY_VERSIONS, VERSION, "1999-01-01", "", "2025-11-25 ")
 URIS = ("soak://note/1", "soak://note/2", "soak://note/999", "file:///etc/passwd", "", "x" * 300, "soak://note/{n}")
 MALFORMED = (b"{", b"[]", b'"ping"', b'{"jsonrpc":"2.0"}', b'{"jsonrpc":"1.0","id":1,"method":"ping"}',
@@ -84,6 +85,7 @@ class FuzzSession:
     initialized: bool = False
     event_ids: list[str] = field(default_factory=list)  # of finished streams: each can be resumed (a short run
     # stores far fewer than a session's 256 events, so none has left the store)
+    cancelled_ids: list[str] = field(default_factory=list)  # the last event of each cancelled call's stream
 
 
 class SessionFuzz:
@@ -242,20 +244,27 @@ class SessionFuzz:
             self.ended.append(session.id)
 
     async def resume(self) -> None:
-        """GET with a Last-Event-ID: a finished stream's id resumes (200, the rest of it); any other is 4xx."""
+        """GET with a Last-Event-ID: a finished call's stream resumes (200, the rest of it: at most its response),
+        a cancelled call's ends without a response (or is 404: let go of), any other id is 4xx; none hangs."""
         session = self.pick()
         if session is None:
             return
-        known = session.event_ids and self.rng.random() < 0.5
-        event = self.rng.choice(session.event_ids) if known else self.rng.choice(NO_EVENTS)
+        kind = self.rng.choice(("finished", "cancelled", "unknown"))
+        ids = {"finished": session.event_ids, "cancelled": session.cancelled_ids}.get(kind) or NO_EVENTS
+        event = self.rng.choice(ids)
         headers = {"accept": "text/event-stream", "mcp-session-id": session.id, "mcp-protocol-version": session.version,
                    "last-event-id": event}
-        reply = await self.send("GET", headers)
-        if known:
-            assert reply.status == 200 and reply.is_sse, (event, reply.status, reply.body)
-            assert len([m for m in reply.messages if "id" in m and "method" not in m]) <= 1, reply.body
-        else:
+        with anyio.move_on_after(RESUME_LIMIT) as waited:
+            reply = await self.send("GET", headers)
+        assert not waited.cancel_called, f"the resumption after {kind} event {event!r} did not end in {RESUME_LIMIT} s"
+        responses = [message for message in reply.messages if "id" in message and "method" not in message]
+        if ids is NO_EVENTS:
             assert 400 <= reply.status < 500, (event, reply.status, reply.body)
+        elif kind == "cancelled" and reply.status == 404:
+            refused(reply)
+        else:
+            assert reply.status == 200 and reply.is_sse, (kind, event, reply.status, reply.body)
+            assert len(responses) <= (1 if kind == "finished" else 0), reply.body
 
     async def listen_and_drop(self) -> None:
         """The session's standalone GET stream, opened on a connection of its own and dropped (or 409: the last one
@@ -281,6 +290,7 @@ class SessionFuzz:
             assert (await stream.next())["method"] == "notifications/progress"
             await self.notify(session, "notifications/cancelled", requestId=call["id"])
             assert await stream.next() is None
+        session.cancelled_ids += stream.event_ids[-1:]  # a 2025-11-25 stream has ids
 
     async def sentinel_works(self) -> None:
         """The session no operation touches still serves its calls."""
