@@ -672,9 +672,11 @@ async def in_session(port: int, count: int, connections: int, steps: tuple[Step,
     link = await Link.open(port)
     try:
         session = await LegacySession.open(link, port)
+        link.close()
         listener = await _listen(session) if listen else None
         items = iter(range(count))
         await asyncio.gather(*(_steps(session, steps, items, tally) for _ in range(connections)))
+        link = await Link.open(port)  # a new one: the first would have idled past the server's keep-alive timeout
         await _census(link, port, tally, rss)
         await session.expect(link, session.delete(), b"", "DELETE")
         if listener is not None and await asyncio.wait_for(listener, REPLY_TIMEOUT) == 0:
