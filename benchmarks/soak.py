@@ -91,7 +91,7 @@ REPLY_TIMEOUT = 10.0  # seconds for any single answer the driver waits for
 REAP_MARGIN = 5.0  # seconds past the header deadline before an open socket counts as not reaped
 RESERVED_CONNECTIONS = 8  # kept free below the server's limit during a wave, for health calls
 WARMUP = {"calls": 20_000, "sse": 1_000, "disconnects": 1_000,  # and three waves of sockets
-          "session": 5_000, "abandoned": 2_000, "resume": 1_000, "subscribe": 5_000}
+          "session": 5_000, "abandoned": 5_000, "resume": 1_000, "subscribe": 5_000}
 WARMUP_WAVES = 3  # the allocator takes a few waves of ~1,000 open connections to settle
 SSE_PARTS = (b"data: ", b'"notifications/progress"', b'"notifications/message"', b'"result"')
 LEGACY_VERSION = "2025-11-25"
