@@ -71,6 +71,12 @@ SESSION_CLIENT = {"name": "fuzz", "version": "1"}
 ERROR_CODES = {-32700, -32600, -32601, -32602, -32002}  # parse, request, method, params; resource not found
 
 
+def answered(reply: Reply) -> Reply:
+    """A reply, once it is seen to be no 5xx but the session limit's 503 (which `initialize` checks it is owed)."""
+    assert reply.status < 500 or reply.status == 503, (reply.status, reply.body)
+    return reply
+
+
 def refused(reply: Reply) -> int:
     """The error code of a JSON-RPC error answer, which must come with its code's HTTP status."""
     code = reply.response["error"]["code"]
@@ -115,12 +121,11 @@ class SessionFuzz:
         if self.client is not None:
             await self.client.stream.aclose()
 
-    async def send(self, method: str, headers: dict[str, str], body: bytes = b"") -> Reply:
+    async def send(self, method: str, headers: dict[str, str]) -> Reply:
+        """A GET or DELETE; no 5xx answer but the session limit's 503 (which only initialize may get)."""
         client = await self.connection()
-        await client.send_request(method, "/mcp", headers, body)
-        reply = await client.read_reply()
-        assert reply.status < 500 or reply.status == 503, (reply.status, reply.body)
-        return reply
+        await client.send_request(method, "/mcp", headers)
+        return answered(await client.read_reply())
 
     async def post(self, session: FuzzSession | None, message: Any, raw: bytes | None = None,
                    session_id: str | None = None) -> Reply:
@@ -129,12 +134,7 @@ class SessionFuzz:
             headers = session_headers(session.id, session.version)
         else:
             headers = dict(BASE) if session_id is None else session_headers(session_id)
-        client = await self.connection()
-        reply = await client.post(message, headers, raw=raw, legacy=True)
-        assert reply.status < 500 or reply.status == 503, (reply.status, reply.body)
-        if client.conn.our_state is h11.MUST_CLOSE:
-            await self.connection()
-        return reply
+        return answered(await (await self.connection()).post(message, headers, raw=raw, legacy=True))
 
     def request(self, method: str, **params: Any) -> dict[str, Any]:
         return legacy(method, next(self.ids), **params)
