@@ -54,8 +54,8 @@ def build_request(method: str, tool: str = "echo", arguments: str = "{}", meta: 
     return mcp_request(method, params, meta=json.loads(meta))
 
 
-def encode_http(host: str, path: str, body: bytes, headers: dict[str, str]) -> bytes:
-    lines = [f"POST {path} HTTP/1.1", f"Host: {host}", f"Content-Length: {len(body)}"]
+def encode_http(host: str, path: str, body: bytes, headers: dict[str, str], method: str = "POST") -> bytes:
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}", f"Content-Length: {len(body)}"]
     lines += [f"{name}: {value}" for name, value in headers.items()]
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
