@@ -60,6 +60,7 @@ MAX_SESSIONS = 6  # small, so the limit's 503 is met
 FUZZ_LIMIT = 60  # seconds for one seed's run: it takes a few
 RESUME_LIMIT = 10  # seconds for a resumption of a stream that ended: it takes milliseconds
 VERSIONS = (*LEGACY_VERSIONS, VERSION, "1999-01-01", "", "2025-11-25 ")
+NAMES_A_RESOURCE = re.compile(r"soak://note/[^/?#,&]+")  # the soak server's one template, soak://note/{number}
 URIS = ("soak://note/1", "soak://note/2", "soak://note/999", "file:///etc/passwd", "", "x" * 300, "soak://note/{n}")
 MALFORMED = (b"{", b"[]", b'"ping"', b'{"jsonrpc":"2.0"}', b'{"jsonrpc":"1.0","id":1,"method":"ping"}',
              b'{"jsonrpc":"2.0","id":{},"method":"ping"}', b'{"jsonrpc":"2.0","id":1,"method":7}', b"\xff\xfe", b"null")
@@ -191,6 +192,9 @@ class SessionFuzz:
         owed = session.initialized or kind == "ping"
         if kind in UNSERVED or not owed or (kind in ("subscribe", "unsubscribe") and not isinstance(message["params"]["uri"], str)):
             refused(reply)
+            return
+        if kind == "subscribe" and not NAMES_A_RESOURCE.fullmatch(message["params"]["uri"]):
+            assert refused(reply) == -32002, reply.body  # only resources can be followed
             return
         assert reply.status == 200 and "result" in response, (kind, reply.body)
         if reply.is_sse:

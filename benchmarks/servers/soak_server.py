@@ -98,7 +98,8 @@ def stream_census(endpoint: Endpoint) -> dict[str, int]:
     (a `Last-Event-ID` can resume only those) means the store keeps what it should have let go."""
     streams = unusable = 0
     for session, store in list(endpoint.stores.items()):
-        usable = len(session.calls) + sum(1 for stream_id in store.streams if store.after(stream_id, f"{stream_id}.0"))
+        stored = sum(1 for stream in store.streams.values() if store.after(stream, f"{stream.stream_id}.0"))
+        usable = len(session.calls) + stored
         streams += len(store.streams)
         unusable += max(0, len(store.streams) - usable)
     return {"sessions": len(endpoint.sessions), "streams": streams, "unusable_streams": unusable}
