@@ -64,6 +64,12 @@ def store_of(http: Any, session_id: str) -> StreamStore:
     return http.stores[http.sessions.get(session_id)]
 
 
+async def opened(http: Any) -> str:
+    async with HttpClient.connect(http) as client:
+        with anyio.fail_after(LIMIT):
+            return await initialize(client)
+
+
 async def test_requests_that_stream_nothing_leave_no_stream_in_the_session() -> None:
     async with running(build()) as http, HttpClient.connect(http) as client:
         with anyio.fail_after(LIMIT):
@@ -80,9 +86,7 @@ async def test_requests_that_stream_nothing_leave_no_stream_in_the_session() -> 
 
 async def test_each_request_on_a_new_connection_leaves_no_stream_either() -> None:
     async with running(build()) as http:
-        async with HttpClient.connect(http) as client:
-            with anyio.fail_after(LIMIT):
-                session_id = await initialize(client)
+        session_id = await opened(http)
         for number in range(50):
             async with HttpClient.connect(http) as client:
                 with anyio.fail_after(LIMIT):
@@ -90,46 +94,40 @@ async def test_each_request_on_a_new_connection_leaves_no_stream_either() -> Non
         assert store_of(http, session_id).streams == {}
 
 
-async def cancel(client: HttpClient, session_id: str, request_id: int) -> None:
+async def cancelled(http: Any, session_id: str, request_id: int) -> None:
+    """Cancel a call of the session (notifications/cancelled), and wait until it has ended."""
     note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id}}
-    assert (await client.post(note, session_headers(session_id), legacy=True)).status == 202
+    async with HttpClient.connect(http) as client:
+        assert (await client.post(note, session_headers(session_id), legacy=True)).status == 202
+    while request_id in http.sessions.get(session_id).calls:
+        await anyio.sleep(0.005)
 
 
 async def test_a_call_cancelled_before_it_streamed_leaves_no_stream() -> None:
     async with running(build()) as http:
-        async with HttpClient.connect(http) as client:
-            with anyio.fail_after(LIMIT):
-                session_id = await initialize(client)
-        session = http.sessions.get(session_id)
+        session_id = await opened(http)
         for number in range(1, 60):
-            async with HttpClient.connect(http) as caller, HttpClient.connect(http) as canceller:
+            async with HttpClient.connect(http) as caller:
                 with anyio.fail_after(LIMIT):
                     await caller.send_request("POST", "/mcp", session_headers(session_id),
                                               orjson.dumps(legacy("tools/call", number, name="stuck", arguments={})))
-                    while number not in session.calls:
+                    while number not in http.sessions.get(session_id).calls:
                         await anyio.sleep(0.005)
-                    await cancel(canceller, session_id, number)
-                    while number in session.calls:
-                        await anyio.sleep(0.005)
+                    await cancelled(http, session_id, number)
         assert store_of(http, session_id).streams == {}
 
 
 async def test_a_cancelled_call_that_streamed_leaves_once_its_events_are_gone() -> None:
     async with running(build()) as http:
-        async with HttpClient.connect(http) as client:
-            with anyio.fail_after(LIMIT):
-                session_id = await initialize(client)
-        session = http.sessions.get(session_id)
+        session_id = await opened(http)
         for number in range(1, CALLS + 1):
-            async with HttpClient.connect(http) as caller, HttpClient.connect(http) as canceller:
+            async with HttpClient.connect(http) as caller:
                 stream = SseStream(caller, "tools/call", legacy=True)
                 with anyio.fail_after(LIMIT):
                     call = legacy("tools/call", number, name="stuck_streaming", arguments={}, _meta={"progressToken": number})
                     await stream.open(call, session_headers(session_id))
                     assert (await stream.next())["method"] == "notifications/progress"  # type: ignore[index]
-                    await cancel(canceller, session_id, number)
-                    while number in session.calls:
-                        await anyio.sleep(0.005)
+                    await cancelled(http, session_id, number)
         streams = store_of(http, session_id).streams
         # Every ended stream left holds an event that is still stored; the rest left the table.
         assert len(streams) == HTTP_SESSION_EVENTS and all(s.stored == 1 and s.ended.is_set() for s in streams.values())
