@@ -97,9 +97,9 @@ SSE_PARTS = (b"data: ", b'"notifications/progress"', b'"notifications/message"',
 LEGACY_VERSION = "2025-11-25"
 LEGACY_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 SUBSCRIBED_URIS = 16  # distinct resources the subscribe phase follows and lets go of
-# Streams a session may keep beyond those in flight or with events still stored: the store lets go of
-# an ended one when the next opens, so the last few calls' streams may linger until then.
-UNUSABLE_STREAMS = 16
+# Streams a session may keep beyond those in flight or with events still stored: none, since a stream
+# leaves its store as its call ends, or as its last stored event does.
+UNUSABLE_STREAMS = 0
 LOITER_HEAD = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json\r\n"
 
 

@@ -9,6 +9,7 @@ and replaces the file in one step through a fresh temporary file of its own.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -98,7 +99,8 @@ def replace_file(path: Path, text: str) -> None:
         os.chmod(partial, mode)
         os.replace(partial, path)
     except BaseException:
-        os.unlink(partial)
+        with contextlib.suppress(OSError):  # the error to report is the one that stopped the write
+            os.unlink(partial)
         raise
 
 

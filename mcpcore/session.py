@@ -152,6 +152,7 @@ class Session:
         self.streaming = False  # its standalone stream (HTTP GET) is open
         self.calls: dict[Any, Call] = {}  # its requests in flight, by id (for notifications/cancelled)
         self._uris: set[str] = set()  # the resources it follows (its subscriber's filter holds this set)
+        self._following = 0  # subscribes being recorded in the shared store: counted against the bound meanwhile
         self.changes = Subscriber(Filter(frozenset(), self._uris))  # list changes and subscribed URIs
         self.revision = 0  # of the shared record this copy reflects
         self._pending: dict[str, _Pending] = {}
@@ -185,8 +186,8 @@ class Session:
 
     @property
     def followed(self) -> int:
-        """How many resource URIs it follows."""
-        return len(self._uris)
+        """How many resource URIs it follows, or is about to (subscribes still being recorded)."""
+        return len(self._uris) + self._following
 
     # -- the shared record ----------------------------------------------------
 
@@ -198,7 +199,13 @@ class Session:
         return self._record_change(change)
 
     async def _record_change(self, change: SessionChange) -> None:
-        self.apply(change, await self.store.change(self.id, change, self.ttl))  # type: ignore[union-attr, arg-type]
+        following = int("subscribe" in change)  # counted from the check to the change: concurrent ones see it
+        self._following += following
+        try:
+            revision = await self.store.change(self.id, change, self.ttl)  # type: ignore[union-attr, arg-type]
+        finally:
+            self._following -= following
+        self.apply(change, revision)
 
     def apply(self, change: SessionChange, revision: int | None = None) -> None:
         """A change made here, or told by the process that made it (`revision`: the record's after it;

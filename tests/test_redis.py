@@ -844,6 +844,39 @@ async def test_a_session_in_use_keeps_its_place_in_the_share_and_an_expired_one_
         assert reply.status == 200
 
 
+async def test_concurrent_subscribes_to_a_shared_session_stay_within_its_bound(redis_server: RedisServer) -> None:
+    from http_client import running
+    from mcpcore.redisstate import RedisState
+    from test_legacy_http import BASE, OPEN
+
+    server = legacy_server.build(store=RedisState(redis_server.url), state_keys=[KEYS], max_subscription_uris=2)
+
+    @server.resource("demo://notes/{name}")
+    def named(name: str) -> str:
+        return f"note {name}"
+
+    async with running(server, via="h11") as http:
+        async with HttpClient.connect(http) as client:
+            with anyio.fail_after(10):
+                session_id = (await client.post(OPEN, BASE, legacy=True)).headers["mcp-session-id"]
+                note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+                assert (await client.post(note, in_session(session_id), legacy=True)).status == 202
+        answers: list[dict[str, Any]] = []
+
+        async def subscribe(number: int) -> None:  # each on its own connection: they wait on Redis at once
+            async with HttpClient.connect(http) as client:
+                message = legacy("resources/subscribe", number, uri=f"demo://notes/{number}")
+                answers.append((await client.post(message, in_session(session_id), legacy=True)).response)
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as group:
+                for number in range(8):
+                    group.start_soon(subscribe, number)
+        accepted = [answer for answer in answers if "result" in answer]
+        assert len(accepted) == 2 and all(answer["error"]["code"] == -32602 for answer in answers if "error" in answer), answers
+        assert http.sessions.get(session_id).followed == 2
+
+
 async def test_a_shared_session_that_expires_here_lets_go_of_its_stream_store(redis_server: RedisServer) -> None:
     import gc
 
@@ -905,8 +938,8 @@ async def test_a_claim_cut_short_by_the_client_leaving_is_not_counted(redis_serv
             assert len(session_keys(redis_server)) == 1  # the claim made its session's hash
         with anyio.fail_after(10):
             await peers.lost.wait()
-            while session_keys(redis_server):  # the claim, cut short, is taken back
-                await anyio.sleep(0.05)
+            while session_keys(redis_server) or http.sessions._reserved:  # the claim, cut short, is taken back,
+                await anyio.sleep(0.05)  # here as in Redis
 
 
 async def test_a_claim_that_ends_as_the_server_begins_to_close_gives_its_place_back(
@@ -927,4 +960,4 @@ async def test_a_claim_that_ends_as_the_server_begins_to_close_gives_its_place_b
         with anyio.fail_after(10):
             while session_keys(redis_server):  # no session, and no place counted for one
                 await anyio.sleep(0.05)
-        assert len(http.sessions) == 0
+        assert len(http.sessions) == 0 and http.sessions._reserved == 0

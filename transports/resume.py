@@ -58,7 +58,7 @@ class ResumableStream:
         self.stream_id = stream_id
         self.sink: HttpWriter | None = sink
         self._close_connection: Callable[[], None] | None = close
-        self.final: tuple[bytes, str] | None = None  # the response, once sent
+        self.final: tuple[bytes, str] | None = None  # the response, once recorded
         self.ended = anyio.Event()
         self.last = 0  # the number of its newest event
         self.stored = 0  # how many of its events the store holds (always its newest ones)
@@ -71,25 +71,32 @@ class ResumableStream:
             self.store.record(self, event_id, message)
         return event_id
 
+    async def _kept(self, event_id: str, message: bytes, last: bool) -> HttpWriter | None:
+        """Keep an event in the shared store, if there is one; then the connection to send it to: the one
+        holding the stream when it was recorded, unless a resumption took the stream meanwhile (its
+        backlog had the event)."""
+        sink = self.sink
+        if self.store.shared is not None:
+            await self.store.keep((event_id, message, last))
+        return sink if sink is self.sink else None
+
     async def _prime(self) -> None:
         """The first output opens the stream with its priming event (from then on it can be resumed)."""
         if not self._primed:
             self._primed = True
             self.store.streams[self.stream_id] = self
             event_id = self._record(None)
-            if self.store.shared is not None:
-                await self.store.keep((event_id, b"", False))
-            if self.sink is not None:
-                await self.sink.prime(event_id, RETRY_MS)
+            sink = await self._kept(event_id, b"", False)
+            if sink is not None:
+                await sink.prime(event_id, RETRY_MS)
 
     async def notify(self, message: bytes) -> None:
         await self._prime()
         message = _exact(message)
         event_id = self._record(message)
-        if self.store.shared is not None:
-            await self.store.keep((event_id, message, False))
-        if self.sink is not None:
-            await self.sink.notify(message, event_id)
+        sink = await self._kept(event_id, message, False)
+        if sink is not None:
+            await sink.notify(message, event_id)
 
     async def respond(self, message: bytes, error_code: int | None = None) -> None:
         if not self._primed:  # nothing streamed: one plain JSON reply, as on any other wire
@@ -100,10 +107,8 @@ class ResumableStream:
             return
         message = _exact(message)
         event_id = self._record(message)
-        if self.store.shared is not None:
-            await self.store.keep((event_id, message, True))
-        self.final = (message, event_id)
-        sink = self.sink  # a resumption may have taken the stream meanwhile
+        self.final = (message, event_id)  # a resumption from now on ends with it
+        sink = await self._kept(event_id, message, True)
         self.end()
         if sink is not None:
             await sink.respond(message, error_code, event_id)
@@ -130,10 +135,11 @@ class ResumableStream:
         """Send what was stored after the event `after` to `sink`, then the rest as it comes."""
         backlog = self.store.after(self, after)
         final = None
-        if not self.ended.is_set():
+        if self.final is not None:  # answered: the response ends the backlog
+            if backlog and backlog[-1][1] == self.final[1]:
+                final = backlog.pop()
+        elif not self.ended.is_set():
             self.sink = sink  # live from here on; the backlog still goes out first
-        elif self.final is not None and backlog and backlog[-1][1] == self.final[1]:
-            final = backlog.pop()
         await sink.replay(backlog, final)
         await self.ended.wait()
         if not sink.responded:
