@@ -110,3 +110,60 @@ def test_subscribing_changes_the_followed_set_in_place_rather_than_copying_it() 
         session.subscribe(f"demo://{n}", True)
     session.subscribe("demo://0", False)
     assert session.changes.filter.uris is followed and len(followed) == session.followed == 999  # never copied
+
+
+class RecordingSink:
+    """What a connection holding a resumable stream was sent, as (kind, message) pairs."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes]] = []
+        self.responded = False
+
+    async def prime(self, event_id: str, retry_ms: int) -> None:
+        self.sent.append(("prime", b""))
+
+    async def notify(self, message: bytes, event_id: str) -> None:
+        self.sent.append(("event", message))
+
+    async def respond(self, message: bytes, error_code: int | None = None, event_id: str | None = None) -> None:
+        self.sent.append(("response", message))
+        self.responded = True
+
+    async def replay(self, events: list[tuple[bytes, str]], final: tuple[bytes, str] | None) -> None:
+        self.sent += [("event", message) for message, _ in events]
+        if final is not None:
+            await self.respond(final[0])
+
+    async def finish(self) -> None:
+        self.sent.append(("finish", b""))
+
+
+@pytest.mark.anyio
+async def test_a_resumption_while_the_response_is_kept_in_the_shared_store_gets_it_once() -> None:
+    import anyio
+
+    from mcpcore.transports.resume import StreamStore
+
+    written = anyio.Event()
+    keeping, release = anyio.Event(), anyio.Event()
+
+    async def keep(event: tuple[str, bytes, bool]) -> None:  # the shared store: slow to take the response
+        if event[2]:
+            keeping.set()
+            await release.wait()
+            written.set()
+
+    store = StreamStore(shared=keep)
+    first, resumed = RecordingSink(), RecordingSink()
+    stream = store.open(first, lambda: None)  # type: ignore[arg-type]
+    await stream.notify(b"progress")
+    async with anyio.create_task_group() as group:
+        group.start_soon(stream.respond, b"result")
+        with anyio.fail_after(5):
+            await keeping.wait()  # the response is recorded, and being written to the shared store
+            group.start_soon(stream.resume, f"{stream.stream_id}.2", resumed)  # after the progress event
+            await anyio.sleep(0)
+            release.set()
+            await written.wait()
+    assert resumed.sent == [("response", b"result")]
+    assert first.sent == [("prime", b""), ("event", b"progress"), ("response", b"result")]
