@@ -81,6 +81,7 @@ class UriTemplate:
         self._start = start
         self._first = _first_steps(self._steps)
         self._joins = _joins(self._steps, start)
+        self._direct = _direct_pattern(pieces)
 
     def _literal(self, text: str) -> str:
         if "{" in text or "}" in text:
@@ -166,7 +167,11 @@ class UriTemplate:
 
     def match(self, uri: str) -> dict[str, str] | None:
         """The variables of a matching URI, or None if it does not match."""
-        slots = _Search(self, uri).run()
+        if self._direct is not None:
+            found = self._direct.fullmatch(uri)
+            slots = None if found is None else [at for span in found.regs[1:] for at in span]
+        else:
+            slots = _Search(self, uri).run()
         if slots is None:
             return None
         from urllib.parse import parse_qsl, unquote  # first use only: keeps idle memory down
@@ -289,6 +294,31 @@ class _Search:
             found = self.breaks[excluded] = [hit.start() for hit in _any_of(excluded).finditer(self.uri)]
         at = bisect_left(found, position)
         return found[at] if at < len(found) else len(self.uri)
+
+
+def _direct_pattern(pieces: list) -> re.Pattern[str] | None:
+    """A regular expression for a template that splits one way only, else None.
+
+    That is a template of single plain or reserved variables (`users://{id}/profile`,
+    `file:///{+path}`), each ending the template or followed by text that starts with a
+    character its value cannot hold: the value runs to that character, so the expression
+    never backtracks further than one stretch and finds the split `_Search` would, a few
+    times faster (the common case pays nothing for the ambiguous ones)."""
+    pattern = []
+    for index, piece in enumerate(pieces):
+        if isinstance(piece, str):
+            pattern.append(re.escape(piece))
+            continue
+        operator, variables, _ = piece
+        if operator not in ("", "+") or len(variables) != 1 or (variables[0][1] and operator == ""):
+            return None
+        excluded = _OPERATORS[operator][2]
+        after = pieces[index + 1]  # the text after it: the pieces alternate, text first and last
+        ends_the_template = after == "" and index + 2 == len(pieces)
+        if not ends_the_template and (after == "" or after[0] not in excluded):
+            return None
+        pattern.append(f"([^{re.escape(excluded)}]*)")
+    return re.compile("".join(pattern))
 
 
 def _first_steps(steps: list[tuple]) -> list[tuple[re.Pattern[str] | None, bool]]:

@@ -207,3 +207,30 @@ def test_the_match_is_the_one_the_backtracking_regular_expression_finds(template
         slots = _Search(compiled, uri).run()
         got = None if slots is None else list(zip(slots[::2], slots[1::2]))
         assert got == expected, (template, uri)
+
+
+@st.composite
+def one_way(draw: st.DrawFn) -> str:
+    """A template that splits one way only: single plain or reserved variables, each followed by text
+    that starts with a character its value cannot hold (or ending the template)."""
+    template, names = draw(st.text("ab:/", max_size=3)), (f"v{n}" for n in itertools.count())
+    for _ in range(draw(st.integers(1, 3))):
+        template += "{" + next(names) + "}" + draw(st.sampled_from("/?#,&")) + draw(st.text("ab.", max_size=2))
+    if draw(st.booleans()):
+        template += "{+" + next(names) + "}"
+    return template
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(one_way(), st.data())
+def test_a_template_that_splits_one_way_is_matched_directly_with_the_same_split(template: str,
+                                                                                  data: st.DataObject) -> None:
+    compiled = UriTemplate(template)
+    assert compiled._direct is not None, template
+    for _ in range(8):
+        pieces = re.split(r"\{[^{}]*\}", template)
+        uri = "".join(piece + data.draw(st.text(ALPHABET, max_size=4)) for piece in pieces)
+        uri = data.draw(st.sampled_from([uri, uri[:-1], data.draw(st.text(ALPHABET, max_size=10))]))
+        searched = _Search(compiled, uri).run()
+        found = compiled._direct.fullmatch(uri)
+        assert (None if found is None else [at for span in found.regs[1:] for at in span]) == searched, (template, uri)
