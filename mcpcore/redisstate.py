@@ -448,21 +448,25 @@ class RedisTaskStore:
 # and its principal (the owner), whose set of sessions lives as long as the longest-lived of them.
 _RECORD, _INITIALIZED, _LEVEL, _URI, _REVISION, _OWNER = "record", "initialized", "level", "uri:", "revision", "owner"
 
-# Count a session a principal opens, unless its share is taken: its sessions whose hash is gone (ended or
-# expired) leave its set first. KEYS: the principal's set, the new session's hash. ARGV: the share, the idle
-# time in ms, the session id, the key prefix of session hashes, the principal. 1: counted, 0: share taken.
+# Count a session a principal opens, unless its share is taken: its sessions whose hash is gone or names
+# no owner (ended, expired, or remade by a change racing a DELETE) leave its set first. The new session's
+# hash lives for the claim window until `save` gives it the idle time, so a claim whose initialize never
+# finished (its clean-up failed with Redis away) is not counted for long. KEYS: the principal's set, the new
+# session's hash. ARGV: the share, the idle time in ms, the session id, the key prefix of session hashes, the
+# principal, the claim window in ms. 1: counted, 0: share taken.
 _CLAIM = """
 local live = 0
 for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  if redis.call('EXISTS', ARGV[4] .. id) == 1 then live = live + 1 else redis.call('SREM', KEYS[1], id) end
+  if redis.call('HEXISTS', ARGV[4] .. id, 'owner') == 1 then live = live + 1 else redis.call('SREM', KEYS[1], id) end
 end
 if live >= tonumber(ARGV[1]) then return 0 end
 redis.call('HSET', KEYS[2], 'owner', ARGV[5])
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[6])
 redis.call('SADD', KEYS[1], ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 """
+CLAIM_SECONDS = 60.0  # how long a claimed place waits for its initialize to be saved (capped by the idle time)
 # Read a session's hash and restart its idle clock, and its owner's set's (in one round trip: every request
 # of a session reads its record). KEYS: the session's hash. ARGV: the idle time in ms, the key prefix of
 # principals' sets.
@@ -530,7 +534,8 @@ class RedisSessionStore:
     async def claim(self, session_id: str, principal: str, share: int, ttl: float) -> None:
         with _reaching("counting the principal's sessions"):
             counted = await self._claim(keys=[self._owned_key(principal), self._key(session_id)],
-                                        args=[share, _ms(ttl), session_id, self._key(""), principal])
+                                        args=[share, _ms(ttl), session_id, self._key(""), principal,
+                                              _ms(min(ttl, CLAIM_SECONDS))])
         if not counted:
             raise share_taken(share)
 

@@ -844,6 +844,36 @@ async def test_a_session_in_use_keeps_its_place_in_the_share_and_an_expired_one_
         assert reply.status == 200
 
 
+async def test_a_principals_share_counts_only_sessions_that_can_still_serve(redis_server: RedisServer,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A claim whose initialize was never saved (its clean-up failed) frees its place after the claim
+    window, not the idle time; a hash remade by a change racing a DELETE holds no place at all."""
+    from mcpcore import redisstate
+    from mcpcore.session import SessionRecord, SessionsFull
+
+    monkeypatch.setattr(redisstate, "CLAIM_SECONDS", 0.3)
+    state = redisstate.RedisState(redis_server.url, prefix=f"share-{time.monotonic_ns()}")
+    store = state.sessions
+    try:
+        with anyio.fail_after(10):
+            await store.claim("left-behind", "alice", 1, 30.0)  # never saved, never forgotten
+            while True:  # the place comes back within the claim window
+                try:
+                    await store.claim("next", "alice", 1, 30.0)
+                    break
+                except SessionsFull:
+                    await anyio.sleep(0.05)
+            await store.claim("ended", "bob", 1, 30.0)
+            await store.save(SessionRecord("ended", "bob", "2025-11-25", {}, {}), 30.0)
+            with pytest.raises(SessionsFull):
+                await store.claim("too-many", "bob", 1, 30.0)
+            await store.delete("ended")
+            await store.change("ended", {"level": "info"}, 30.0)  # late: remakes a hash without its record
+            await store.claim("after", "bob", 1, 30.0)
+    finally:
+        await state.client.aclose()
+
+
 async def test_concurrent_subscribes_to_a_shared_session_stay_within_its_bound(redis_server: RedisServer) -> None:
     from http_client import running
     from mcpcore.redisstate import RedisState
