@@ -19,6 +19,7 @@ import orjson
 __all__ = ["coerce"]
 
 _INTEGER = re.compile(r"-?[0-9]{1,400}")  # int() refuses more than 4,300 digits; no real argument has 400
+_WIRE_INTEGERS = range(-(2**63), 2**64)  # what a JSON answer can carry back (orjson writes no wider integer)
 _NUMBER = re.compile(r"-?[0-9]{1,400}(\.[0-9]{1,400})?([eE][-+]?[0-9]{1,4})?")
 _MAX_HOPS = 32  # $ref and anyOf steps that do not descend into the value (a cyclic schema ends here)
 _MAX_DEPTH = 64  # levels of the value read; deeper ones are left to the validator, which refuses them
@@ -95,12 +96,12 @@ def _one_of(
 
 def _read(text: str, types: set[str], path: str, notes: list[str]) -> Any:
     stripped = text.strip()
-    if "integer" in types and _INTEGER.fullmatch(stripped):
+    if "integer" in types and _INTEGER.fullmatch(stripped) and int(stripped) in _WIRE_INTEGERS:
         return int(stripped)
     if "number" in types and _NUMBER.fullmatch(stripped):
         number = float(stripped)
         if math.isfinite(number):
-            return int(stripped) if _INTEGER.fullmatch(stripped) else number
+            return int(stripped) if _INTEGER.fullmatch(stripped) and int(stripped) in _WIRE_INTEGERS else number
     if "boolean" in types and stripped.lower() in ("true", "false"):
         return stripped.lower() == "true"
     if ("object" in types and stripped.startswith("{")) or ("array" in types and stripped.startswith("[")):

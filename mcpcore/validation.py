@@ -43,10 +43,13 @@ def json_type(value: Any) -> str:
     return _TYPE_NAMES.get(type(value), type(value).__name__)
 
 
+EXACT_FLOATS = 2**53  # a float past this has lost the integer the client wrote (orjson reads ints past 64 bits as floats)
+
+
 def _is_type(value: Any, name: str) -> bool:
     if name == "integer":
         return (isinstance(value, int) and not isinstance(value, bool)) or (
-            isinstance(value, float) and value.is_integer()
+            isinstance(value, float) and value.is_integer() and -EXACT_FLOATS <= value <= EXACT_FLOATS
         )
     if name == "number":
         return isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -65,3 +65,27 @@ async def test_protocol_errors_have_names() -> None:
             await client.read_resource("files://plan")
     assert wrong.value.code == -32602 and wrong.value.data == {"city": "Ys"}
     assert missing.value.data == {"uri": "files://plan"} and "Resource not found" in missing.value.message
+
+
+async def test_an_integer_argument_the_wire_cannot_carry_back_is_an_invalid_argument_not_an_internal_error() -> None:
+    """A digit string past 64 bits is not read as an integer, and a float past 2**53 is no longer the integer
+    the client wrote; either way the tool is not run with a number its answer could not hold."""
+    import sys
+
+    from conftest import ROOT
+
+    server = Server("numbers")
+
+    @server.tool
+    def point(x: int) -> dict:
+        return {"x": x}
+
+    async with Client(server) as client:
+        for sent in ("99999999999999999999999", 1e30, -(2.0**60)):
+            outcome = await client.call_tool("point", {"x": sent})
+            assert outcome.result["isError"] and "x: expected integer" in outcome.text, (sent, outcome.text)
+        for sent, read in (("18446744073709551615", 2**64 - 1), (2.0**53, 2**53), ("-42", -42)):
+            assert (await client.call_tool("point", {"x": sent})).result["structuredContent"] == {"x": read}
+    async with Client.stdio([sys.executable, "-m", "mcpcore", "run", str(ROOT / "tests" / "fuzz" / "fuzz_server.py")]) as remote:
+        outcome = await remote.call_tool("shapes", {"point": {"x": "99999999999999999999999"}})
+        assert outcome.result["isError"] and "point.x" in outcome.text
