@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import math
 import secrets
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Iterator, Protocol
@@ -37,7 +36,7 @@ import orjson
 
 from .call import Call, Writer
 from .defaults import HTTP_SESSION_SHARE
-from .subscriptions import METHODS, PROMPTS, RESOURCES, TOOLS, Bus, Filter, Subscriber
+from .subscriptions import METHODS, PROMPTS, RESOURCES, TOOLS, Bus, Filter, Subscriber, deadline
 from .wire import INVALID_REQUEST, McpError, encode_notification, is_request_id
 
 log = logging.getLogger(__name__)
@@ -267,9 +266,10 @@ class Session:
         for pending in self._pending.values():
             pending.done.set()
 
-    async def forward(self, send: Callable[[bytes], Awaitable[None]], until: float = math.inf) -> None:
-        """Send list changes and updates of subscribed resources until the session ends, or until
-        `until` (anyio's clock: when the token of the stream's request expires)."""
+    async def forward(self, send: Callable[[bytes], Awaitable[None]], lifetime: float | None = None) -> None:
+        """Send list changes and updates of subscribed resources until the session ends, or for
+        `lifetime` seconds at most (what is left of the token of the stream's request)."""
+        until = deadline(lifetime)
         while (changes := await self.changes.next(until)) is not None:
             for change in changes:
                 await send(encode_notification(METHODS[change.kind], {"uri": change.uri} if change.uri else {}))

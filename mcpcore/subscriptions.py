@@ -91,6 +91,12 @@ class Filter:
         return wire
 
 
+def deadline(lifetime: float | None) -> float:
+    """When (anyio's clock) a stream that may last `lifetime` more seconds ends: a stream outlives
+    no token that allowed it (`AccessToken.lifetime`); None: it lasts until closed."""
+    return math.inf if lifetime is None else anyio.current_time() + lifetime
+
+
 class Subscriber:
     """One open subscription's coalescing mailbox."""
 
@@ -224,7 +230,7 @@ class Subscriptions:
         """Serve one `subscriptions/listen` until `close_all`, or for `lifetime` seconds at most (what is
         left of the caller's token: no one hears of changes past the token that allowed it); return its
         `complete` result. `task_ids`: the tasks it may follow (the Tasks extension checked they are the caller's)."""
-        until = math.inf if lifetime is None else anyio.current_time() + lifetime
+        until = deadline(lifetime)
         honoured = Filter.honoured(wanted, offered, self.max_uris, task_ids)
         if len(self._open) >= self.max_subscriptions:
             raise McpError(INVALID_REQUEST, f"Too many open subscriptions (limit {self.max_subscriptions}); close one first")

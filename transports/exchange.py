@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import secrets
 import time
 import weakref
@@ -631,11 +630,10 @@ class Exchange:
             return self._stopping(None)
         found.streaming = True
         lifetime = None if self._token is None else self._token.lifetime()
-        until = math.inf if lifetime is None else self.loop.time() + lifetime  # anyio's clock on asyncio
 
         async def forward(writer: HttpWriter) -> None:  # list changes and resource updates, while the token lasts
             await writer.open()
-            await found.forward(writer.notify, until)
+            await found.forward(writer.notify, lifetime)
             await writer.finish()
 
         def closed(_: HttpWriter) -> None:
