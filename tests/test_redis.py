@@ -227,6 +227,16 @@ async def poll(client: Client, task_id: str, until: tuple[str, ...] = ("complete
     raise AssertionError(f"task {task_id} stayed {task.get('status')}")
 
 
+async def answered_elsewhere(asking: Client, answering: Client, task_id: str, content: dict[str, Any]) -> dict[str, Any]:
+    """Wait through `answering` until the task asks for input, accept it there with `content`, then poll
+    the task to its end through `asking`."""
+    waiting = await poll(answering, task_id, until=("input_required",))
+    (key,) = waiting["inputRequests"]
+    await answering.request("tasks/update", {"taskId": task_id,
+                                             "inputResponses": {key: {"action": "accept", "content": content}}})
+    return await poll(asking, task_id)
+
+
 class _Port:
     def __init__(self, port: int) -> None:
         self.port = port
@@ -263,11 +273,7 @@ async def test_a_task_made_on_one_process_is_polled_answered_and_cancelled_on_th
             assert (await poll(first, held["taskId"]))["status"] == "cancelled"
 
             asking = (await first.request("tools/call", {"name": "confirm", "arguments": {}})).result
-            waiting = await poll(second, asking["taskId"], until=("input_required",))
-            (key,) = waiting["inputRequests"]
-            await second.request("tasks/update", {"taskId": asking["taskId"],
-                                                  "inputResponses": {key: {"action": "accept", "content": {"ok": True}}}})
-            done = await poll(first, asking["taskId"])
+            done = await answered_elsewhere(first, second, asking["taskId"], {"ok": True})
             assert done["result"]["content"][0]["text"] == "confirmed: True"
 
 
@@ -276,11 +282,7 @@ async def test_a_round_started_by_tasks_update_on_the_other_process_runs_with_th
     with processes(redis_server, target="tests/test_redis.py:authenticated_server") as (a, b):
         async with client(a, "desk-token") as desk, client(b, "phone-token") as phone:
             asking = (await desk.request("tools/call", {"name": "audited", "arguments": {}})).result
-            waiting = await poll(phone, asking["taskId"], until=("input_required",))
-            (key,) = waiting["inputRequests"]
-            await phone.request("tasks/update", {"taskId": asking["taskId"],
-                                                 "inputResponses": {key: {"action": "accept", "content": {"ok": True}}}})
-            done = await poll(desk, asking["taskId"])
+            done = await answered_elsewhere(desk, phone, asking["taskId"], {"ok": True})
     assert done["result"]["content"][0]["text"] == "bob via desk-app; then bob via phone-app"
 
 
