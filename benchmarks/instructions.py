@@ -162,7 +162,7 @@ async def drive(transport: str, flavour: str, count: int, batch: int) -> None:
     if flavour == "middleware":
         server.middleware = (passing,)
     elif flavour.startswith("jwt"):
-        from mcpcore.transports import exchange
+        from mcpcore.transports._http import exchange
 
         # A connection reuses its verdict for VERDICT_SECONDS of wall clock, which a run under valgrind
         # spans a varying number of times: fix the regime instead, reused for ever or never.

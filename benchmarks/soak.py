@@ -81,7 +81,7 @@ from procs import free_port, machine, pinned, stop
 from httpload import drive, encode_http, is_error, mcp_request, parse_response
 from stdiobench import rss_kib
 
-from mcpcore import defaults
+from mcpcore._runtime import defaults
 
 HOST = "127.0.0.1"
 HERE = Path(__file__).resolve().parent

@@ -35,7 +35,6 @@ from mcpcore import (
     ToolResult,
 )
 from mcpcore.skills import Skills
-from mcpcore.wire import INTERNAL_ERROR
 
 server = Server("mcp-conformance-test-server", version="0.1.0")
 
@@ -438,7 +437,7 @@ async def failing_job() -> str:
 async def protocol_error_job() -> str:
     """Fail with a protocol error (the task fails with the JSON-RPC error inlined)."""
     await anyio.sleep(0.2)
-    raise McpError(INTERNAL_ERROR, "The job hit an internal error")
+    raise McpError(-32603, "The job hit an internal error")  # JSON-RPC: internal error
 
 
 @server.tool(task="optional")

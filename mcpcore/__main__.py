@@ -1,5 +1,5 @@
 """`python -m mcpcore` is the `mcpcore` console script."""
 
-from .cli import main
+from ._cli.main import main
 
 main()

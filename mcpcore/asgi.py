@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .server import Server
+    from ._serving.server import Server
     from .transports.asgi import AsgiApp
 
 

@@ -16,14 +16,13 @@ they are neither announced nor routed.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Union
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Protocol, Union
 
-from .signature import run_callback
-from .wire import MODERN_VERSIONS, missing_capability
+from ._app.signature import run_callback
+from ._wire.jsonrpc import MODERN_VERSIONS, missing_capability
 
 if TYPE_CHECKING:
-    from .context import Context
-    from .server import Server
+    from ._app.context import Context
 
 __all__ = ["Extension"]
 
@@ -40,10 +39,26 @@ MethodHandler = Callable[[dict[str, Any], "Context"], Union[dict[str, Any], Awai
 FieldAdder = Callable[[dict[str, Any], "Context"], Union[Mapping[str, Any], Awaitable[Mapping[str, Any]]]]
 
 
+class MethodTable(Protocol):
+    """Where an extension's methods and result fields go: its server's dispatcher."""
+
+    def methods(self) -> frozenset[str]: ...
+
+    def add_method(self, method: str, handler: Callable[..., Awaitable[Any]], name_field: str | None) -> None: ...
+
+    def add_result_fields(self, method: str, add: Callable[[dict[str, Any], Context], Awaitable[None]]) -> None: ...
+
+
+class Host(Protocol):
+    """What an extension reaches of its server (`Server` is one): the dispatcher its methods join."""
+
+    dispatcher: MethodTable
+
+
 class Extension:
     """One extension of one server (see the module docstring); made by `Server.extension`."""
 
-    def __init__(self, server: Server, identifier: str, settings: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, server: Host, identifier: str, settings: Mapping[str, Any] | None = None) -> None:
         if not _IDENTIFIER.fullmatch(identifier):
             raise ValueError(f"an extension identifier is vendor-prefix/name, e.g. com.example/echo; not {identifier!r}")
         self.server = server

@@ -1,10 +1,11 @@
 """Diagnostics: one `logging` hierarchy under the `mcpcore` logger, never stdout.
 
-Every module logs to `logging.getLogger(__name__)` (`mcpcore.dispatch`,
+Every module logs to a logger under `mcpcore` named for its job (`mcpcore.dispatch`,
 `mcpcore.tools`, `mcpcore.transports.http`, ...), so a library user routes or
-silences them the standard way. Tracebacks of user code and transport faults are
-logged with `exc_info`; with no logging configured at all, Python's last-resort
-handler still prints warnings and errors to stderr. Running a server (the CLI,
+silences them the standard way; the names are part of the API and stay put when
+the code behind them moves between private modules. Tracebacks of user code and
+transport faults are logged with `exc_info`; with no logging configured at all,
+Python's last-resort handler still prints warnings and errors to stderr. Running a server (the CLI,
 `Server.run`) adds a stderr handler through `configure` unless the application
 configured logging itself.
 
@@ -25,7 +26,9 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 if TYPE_CHECKING:
-    from .call import Call
+    from ._runtime.call import Call
+
+__all__ = ["CallFilter", "JsonFormatter", "configure"]
 
 ROOT_LOGGER = "mcpcore"
 LEVELS = ("debug", "info", "warning", "error", "critical")

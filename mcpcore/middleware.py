@@ -17,8 +17,8 @@ import math
 import time
 from typing import Any, Awaitable, Callable
 
-from .call import Call
-from .wire import RATE_LIMITED, McpError
+from ._runtime.call import Call
+from ._wire.jsonrpc import RATE_LIMITED, McpError
 
 __all__ = ["Middleware", "Next", "RateLimiter", "access_log"]
 

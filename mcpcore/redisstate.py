@@ -52,14 +52,14 @@ import orjson
 import redis.asyncio as redis
 from redis.exceptions import RedisError, WatchError
 
-from .defaults import HTTP_SESSION_EVENTS
-from .session import SessionChange, SessionRecord, Sessions, StoredEvent, share_taken
-from .subscriptions import Change, LocalBus, Subscriber, on_the_loop
+from ._runtime.defaults import HTTP_SESSION_EVENTS
+from ._runtime.session import SessionChange, SessionRecord, Sessions, StoredEvent, share_taken
+from ._runtime.subscriptions import Change, LocalBus, Subscriber, on_the_loop
 from .taskstore import RecordChange, TaskRecord, TooManyTasks
-from .wire import INTERNAL_ERROR, McpError
+from ._wire.jsonrpc import INTERNAL_ERROR, McpError
 
 if TYPE_CHECKING:
-    from .server import Server
+    from ._serving.server import Server
 
 __all__ = ["RedisBus", "RedisSessionStore", "RedisState", "RedisTaskStore", "StateUnavailable"]
 

@@ -33,14 +33,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, Union
 from urllib.parse import quote
 
-from .catalog import decode_cursor, encode_cursor
+from ._app.catalog import decode_cursor, encode_cursor
 from .frontmatter import FrontMatterError, parse_front_matter
-from .resources import Resource
-from .wire import invalid_params
+from ._app.resources import Resource
+from ._wire.jsonrpc import invalid_params
 
 if TYPE_CHECKING:
-    from .context import Context
-    from .server import Server
+    from ._app.context import Context
+    from ._serving.server import Server
 
 __all__ = ["EXTENSION", "MAX_BYTES", "MAX_FILES", "SkillError", "Skills"]
 

@@ -37,30 +37,30 @@ import logging
 import secrets
 import time
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Protocol
 
 import anyio
 import orjson
 
-from .call import Call
-from .context import Context
-from .subscriptions import TASK, Change
-from .inputs import ElicitAnswer, InputRequired, SampleAnswer, parse_answer, read_answers
+from ._runtime.call import Call
+from ._app.catalog import Catalog
+from ._app.context import Context, Host as ContextHost
+from ._app.tools import TASK_MODES, Tool
+from .extensions import Extension
+from ._runtime.subscriptions import TASK, Bus, Change, Subscriptions
+from ._wire.inputs import ElicitAnswer, InputRequired, SampleAnswer, parse_answer, read_answers
 from .taskstore import MemoryTaskStore, TaskRecord, TaskStore, TooManyTasks
-from .wire import (INTERNAL_ERROR, INVALID_REQUEST, LATEST_VERSION, META_LOG_LEVEL, METHOD_NOT_FOUND, MODERN_VERSIONS, McpError,
+from ._wire.jsonrpc import (INTERNAL_ERROR, INVALID_REQUEST, LATEST_VERSION, META_LOG_LEVEL, METHOD_NOT_FOUND, MODERN_VERSIONS, McpError,
                    invalid_params, missing_capability)
 
 if TYPE_CHECKING:
     from .auth import AccessToken
-    from .server import Server
-    from .tools import Tool
 
 __all__ = ["NAME_FIELDS", "TASKS", "TASK_MODES", "Tasks"]
 
 log = logging.getLogger(__name__)
 
 TASKS = "io.modelcontextprotocol/tasks"
-TASK_MODES = ("forbidden", "optional", "required")
 NAME_FIELDS = {"tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}  # what Mcp-Name mirrors
 _SWEEP_SECONDS = 1.0  # how often, at most, expired tasks are swept
 MAX_ROUNDS = 1_000  # rounds one task may run, answered ones included (an InputRequired without requests
@@ -68,6 +68,27 @@ MAX_ROUNDS = 1_000  # rounds one task may run, answered ones included (an InputR
 _STORE_RETRIES = (0.1, 0.2, 0.5, 1, 2, 4, 8, 16)  # waits between tries of a run's store operation: about 30 s in all
 _LEAST = {"ttl_ms": 1, "poll_interval_ms": 0, "max_tasks": 0, "max_tasks_per_principal": 0}  # each setting's lowest value
 # (a TTL of 0 would make a task unknown before its handle is sent: the spec wants tasks/get to find it by then)
+
+
+class SharedTasks(Protocol):
+    """State shared with other processes, as tasks see it: where they are kept (`SharedState` is one)."""
+
+    tasks: TaskStore
+
+
+class Host(ContextHost, Protocol):
+    """What the Tasks extension needs of its server (`Server` is one), besides what a context reads."""
+
+    tools: Catalog[Tool]
+    subscriptions: Subscriptions
+
+    @property
+    def store(self) -> SharedTasks | None: ...
+
+    @property
+    def bus(self) -> Bus: ...
+
+    def extension(self, identifier: str, settings: dict[str, Any] | None = None) -> Extension: ...
 
 
 class Tasks:
@@ -79,7 +100,7 @@ class Tasks:
     `max_tasks` and `max_tasks_per_principal` (stored tasks, finished ones included).
     """
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Host) -> None:
         self.server = server
         self.store: TaskStore = server.store.tasks if server.store is not None else MemoryTaskStore()
         self.ttl_ms: int | None = 3_600_000

@@ -35,11 +35,11 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Mapping, S
 
 import orjson
 
-from .call import Call
-from .server import Server
-from .session import Session
-from .signature import run_callback
-from .wire import (
+from ._runtime.call import Call
+from ._serving.server import Server
+from ._runtime.session import Session
+from ._app.signature import run_callback
+from ._wire.jsonrpc import (
     INVALID_PARAMS,
     LEGACY_VERSIONS,
     META_CAPABILITIES,
@@ -494,6 +494,6 @@ def _validator(era: str) -> Callable[[dict[str, Any], str | None], Any]:
         import jsonschema  # noqa: F401
     except ImportError:
         raise ImportError("Client(strict=True) needs the jsonschema package: pip install jsonschema") from None
-    from .schemas import check, check_legacy
+    from ._wire.schemas import check, check_legacy
 
     return check_legacy if era in LEGACY_VERSIONS else check

@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from . import __version__
-from .call import Call
+from ._runtime.call import Call
 from .middleware import Middleware, Next
-from .wire import McpError
+from ._wire.jsonrpc import McpError
 
 __all__ = ["tracing"]
 

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import ROOT
 from http_client import running
-from mcpcore.cli import load_target
+from mcpcore._cli.main import load_target
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 

@@ -1,4 +1,4 @@
-"""The call runner both transports share (transports/calls.py): window, cancellation, failures, drain.
+"""The call runner both transports share (transports/_calls.py): window, cancellation, failures, drain.
 
 Driven in memory with a real `Server` whose tools wait on events the test sets,
 so every assertion is about the order of events, never about elapsed time.
@@ -15,9 +15,9 @@ import pytest
 
 from conftest import request
 from mcpcore import Call, Server
-from mcpcore.session import Session
-from mcpcore.transports.calls import EAGER_TASKS, CallRunner, Inbound, Malformed, read_message, take_response
-from mcpcore.wire import INVALID_REQUEST, PARSE_ERROR, RESPONSE
+from mcpcore._runtime.session import Session
+from mcpcore.transports._calls import EAGER_TASKS, CallRunner, Inbound, Malformed, read_message, take_response
+from mcpcore._wire.jsonrpc import INVALID_REQUEST, PARSE_ERROR, RESPONSE
 from memory import MemoryWriter
 
 pytestmark = pytest.mark.anyio

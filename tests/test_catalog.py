@@ -1,4 +1,4 @@
-"""Ordered item collections with cached, paginated list results (mcpcore.catalog)."""
+"""Ordered item collections with cached, paginated list results (mcpcore._app.catalog)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 import orjson
 import pytest
 
-from mcpcore.catalog import CacheHints, Catalog, decode_cursor, encode_cursor
-from mcpcore.wire import INVALID_PARAMS, McpError
+from mcpcore._app.catalog import CacheHints, Catalog, decode_cursor, encode_cursor
+from mcpcore._wire.jsonrpc import INVALID_PARAMS, McpError
 
 META = {"io.modelcontextprotocol/serverInfo": {"name": "test", "version": "0"}}
 

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import ROOT
 from mcpcore import Server
-from mcpcore.cli import TargetError, load_target
+from mcpcore._cli.main import TargetError, load_target
 
 SERVER_SOURCE = """
 from mcpcore import Server
@@ -88,7 +88,7 @@ def test_load_target_returns_a_server_instance(tmp_path: Path) -> None:
 
 
 def test_worker_arguments_drop_the_workers_option_in_both_spellings() -> None:
-    from mcpcore.cli import _without_option
+    from mcpcore._cli.main import _without_option
 
     assert _without_option(["run", "s.py", "--workers", "2", "--port", "1"], "--workers") == ["run", "s.py", "--port", "1"]
     assert _without_option(["run", "--workers=3", "s.py"], "--workers") == ["run", "s.py"]

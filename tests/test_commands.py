@@ -29,7 +29,7 @@ def test_inspect_lists_tools_with_their_arguments_resources_and_prompts() -> Non
 
 
 def test_inspect_shows_choices_unions_and_lists_as_the_schema_gives_them() -> None:
-    from mcpcore.commands import _kind
+    from mcpcore._cli.commands import _kind
 
     assert _kind({"enum": ["c", "f"], "default": "c"}) == '"c" | "f"'
     assert _kind({"anyOf": [{"type": "string"}, {"type": "null"}]}) == "string | null"

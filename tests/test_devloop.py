@@ -153,7 +153,7 @@ def test_config_write_never_writes_through_a_symlink_planted_beside_the_file(tmp
 def test_config_write_removes_its_temporary_file_when_the_replace_fails(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from mcpcore import clientconfig
+    from mcpcore._cli import clientconfig
 
     def refuse(source: str, target: Any) -> None:
         raise PermissionError(13, "Permission denied", str(target))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mcpcore.docstrings import parse
+from mcpcore._app.docstrings import parse
 
 
 def test_google_style_with_types_nested_parentheses_and_continuation_lines() -> None:

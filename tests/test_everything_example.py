@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import ROOT, meta, request
-from mcpcore.cli import load_target
+from mcpcore._cli.main import load_target
 from memory import error_of, exchange, result_of
 
 pytestmark = pytest.mark.anyio

@@ -1,4 +1,4 @@
-"""Write flow control (transports/flow.py): a paused transport holds writers until it resumes."""
+"""Write flow control (transports/_flow.py): a paused transport holds writers until it resumes."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from mcpcore.transports.flow import WriteFlow
+from mcpcore.transports._flow import WriteFlow
 
 pytestmark = pytest.mark.anyio
 

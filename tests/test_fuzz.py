@@ -25,7 +25,7 @@ import pytest
 
 from conftest import LEGACY_VERSIONS, ROOT, VERSION, legacy
 from http_client import HttpClient, Reply, SseStream, running
-from mcpcore.protocol import http_status
+from mcpcore._wire.protocol import http_status
 from process_group import run_in_own_group
 from test_legacy_http import BASE, initialize, session_headers
 

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import ROOT, meta, request
 from http_client import HttpClient, running
-from mcpcore.cli import load_target
+from mcpcore._cli.main import load_target
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("http_flavour")]  # the built-in server, then uvicorn
 

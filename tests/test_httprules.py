@@ -1,4 +1,4 @@
-"""The Streamable HTTP validation ladder as pure functions (transports/httprules.py), no sockets."""
+"""The Streamable HTTP validation ladder as pure functions (transports/_http/rules.py), no sockets."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from conftest import VERSION, meta, request
-from mcpcore.toolheaders import HeaderParam, header_params
-from mcpcore.wire import (
+from mcpcore._wire.toolheaders import HeaderParam, header_params
+from mcpcore._wire.jsonrpc import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -20,10 +20,10 @@ from mcpcore.wire import (
     REQUEST,
     UNSUPPORTED_VERSION,
 )
-from mcpcore.protocol import NAME_FIELDS, Route
-from mcpcore.protocol import http_status as status_for
-from mcpcore.transports.calls import Inbound
-from mcpcore.transports.httprules import (
+from mcpcore._wire.protocol import NAME_FIELDS, Route
+from mcpcore._wire.protocol import http_status as status_for
+from mcpcore.transports._calls import Inbound
+from mcpcore.transports._http.rules import (
     Rejection,
     check_body,
     check_head,

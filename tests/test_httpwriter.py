@@ -1,4 +1,4 @@
-"""The HTTP writer's state machine (transports/httpwriter.py) against a fake connection, no sockets."""
+"""The HTTP writer's state machine (transports/_http/writer.py) against a fake connection, no sockets."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any, Callable
 import h11
 import pytest
 
-from mcpcore.transports.httpwriter import TRANSITIONS, HttpWriter, WriterError, WriterEvent, WriterState
+from mcpcore.transports._http.writer import TRANSITIONS, HttpWriter, WriterError, WriterEvent, WriterState
 
 pytestmark = pytest.mark.anyio
 

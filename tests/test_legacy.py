@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from mcpcore.legacy import _for_version, legacy_result, negotiate
-from mcpcore.session import Session, Sessions
-from mcpcore.wire import McpError
+from mcpcore._serving.legacy import _for_version, legacy_result, negotiate
+from mcpcore._runtime.session import Session, Sessions
+from mcpcore._wire.jsonrpc import McpError
 
 
 @pytest.mark.parametrize(("asked", "answered"), [
@@ -76,7 +76,7 @@ def test_a_session_delivers_only_responses_it_waits_for() -> None:
 
 
 def test_a_shared_sessions_copy_never_goes_back_to_an_older_state_of_its_record() -> None:
-    from mcpcore.session import SessionRecord
+    from mcpcore._runtime.session import SessionRecord
 
     copy = Session("s")
     copy.version = "2025-11-25"
@@ -90,7 +90,7 @@ def test_a_shared_sessions_copy_never_goes_back_to_an_older_state_of_its_record(
 
 
 def test_kept_events_resume_only_from_an_event_whose_successors_are_all_kept() -> None:
-    from mcpcore.transports.resume import kept_after
+    from mcpcore.transports._http.resume import kept_after
 
     kept = [("t-s1.2", b"a", False), ("t-s2.1", b"", False), ("t-s1.3", b"b", False), ("t-s1.4", b"r", True)]
     assert kept_after(kept, "t-s1.1") == [("t-s1.2", b"a", False), ("t-s1.3", b"b", False), ("t-s1.4", b"r", True)]
@@ -101,7 +101,7 @@ def test_kept_events_resume_only_from_an_event_whose_successors_are_all_kept() -
 
 
 def test_subscribing_changes_the_followed_set_in_place_rather_than_copying_it() -> None:
-    from mcpcore.subscriptions import LocalBus
+    from mcpcore._runtime.subscriptions import LocalBus
 
     session = Session("s")
     session.open("2025-11-25", {}, {"resourcesListChanged": True}, LocalBus())
@@ -142,7 +142,7 @@ class RecordingSink:
 async def test_a_resumption_while_the_response_is_kept_in_the_shared_store_gets_it_once() -> None:
     import anyio
 
-    from mcpcore.transports.resume import StreamStore
+    from mcpcore.transports._http.resume import StreamStore
 
     written = anyio.Event()
     keeping, release = anyio.Event(), anyio.Event()

@@ -16,10 +16,10 @@ import pytest
 from conftest import VERSION, legacy, request
 from http_client import HttpClient, SseStream, mcp_headers, running
 from mcpcore.auth import AccessToken, Auth, StaticTokens
-from mcpcore.call import Call
+from mcpcore._runtime.call import Call
 from mcpcore.middleware import Next
-from mcpcore.transports.exchange import Exchange
-from mcpcore.transports.resume import StreamStore
+from mcpcore.transports._http.exchange import Exchange
+from mcpcore.transports._http.resume import StreamStore
 from servers import legacy_server
 from test_subscriptions import WatchedBus
 

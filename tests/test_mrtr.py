@@ -22,8 +22,8 @@ import pytest
 from conftest import ROOT, meta, request
 from http_client import HttpClient, running
 from mcpcore import Call, Context, Elicit, ElicitUrl, InputRequired, ListRoots, Root, Sample, Server
-from mcpcore.cli import load_target
-from mcpcore.sealing import KEYS_ENV, Sealer, binding
+from mcpcore._cli.main import load_target
+from mcpcore._wire.sealing import KEYS_ENV, Sealer, binding
 from memory import MemoryWriter, exchange
 from servers.mrtr_server import CONSENT_FORM, NAME_FORM, SIGN_IN_URL
 from stdio_client import serve

@@ -1,4 +1,4 @@
-"""Properties of the Streamable HTTP ladder (transports/httprules.py), no sockets.
+"""Properties of the Streamable HTTP ladder (transports/_http/rules.py), no sockets.
 
 Whatever the method, target, headers or body, the ladder either accepts or
 answers one of its documented refusals; it never raises. A request built
@@ -16,11 +16,11 @@ from typing import Any
 from hypothesis import given, settings, strategies as st
 
 from conftest import VERSION, request
-from mcpcore.protocol import HTTP_STATUS, NAME_FIELDS, Route, http_status
-from mcpcore.session import Sessions
-from mcpcore.toolheaders import HeaderParam, header_params
-from mcpcore.transports.calls import Inbound
-from mcpcore.transports.httprules import (
+from mcpcore._wire.protocol import HTTP_STATUS, NAME_FIELDS, Route, http_status
+from mcpcore._runtime.session import Sessions
+from mcpcore._wire.toolheaders import HeaderParam, header_params
+from mcpcore.transports._calls import Inbound
+from mcpcore.transports._http.rules import (
     Policy,
     Rejection,
     check_body,
@@ -31,7 +31,7 @@ from mcpcore.transports.httprules import (
     legacy_session,
     make_policy,
 )
-from mcpcore.wire import HEADER_MISMATCH, INVALID_REQUEST, PARSE_ERROR, META_VERSION
+from mcpcore._wire.jsonrpc import HEADER_MISMATCH, INVALID_REQUEST, PARSE_ERROR, META_VERSION
 
 PROPERTY = settings(max_examples=60, deadline=None, derandomize=True, database=None)
 

@@ -1,4 +1,4 @@
-"""Properties of the URI-template matcher (mcpcore.uritemplate).
+"""Properties of the URI-template matcher (mcpcore._wire.uritemplate).
 
 A URI made by expanding a template (RFC 6570, with string values) matches it
 and gives the values back; a plain `{var}` never yields a decoded "/"; a "+"
@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 from hypothesis import given, settings, strategies as st
 
-from mcpcore.uritemplate import UriTemplate, _Search
+from mcpcore._wire.uritemplate import UriTemplate, _Search
 
 PROPERTY = settings(max_examples=60, deadline=None, derandomize=True, database=None)
 

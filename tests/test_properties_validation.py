@@ -1,4 +1,4 @@
-"""Properties of the argument validator (mcpcore.validation) and the schemas typeschema builds.
+"""Properties of the argument validator (mcpcore._wire.validation) and the schemas typeschema builds.
 
 On schemas made of the keywords it supports, the validator agrees with the
 `jsonschema` library's Draft 2020-12 validator on every value; a keyword it
@@ -20,9 +20,10 @@ from hypothesis import given, settings, strategies as st
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from mcpcore import Server, validation
-from mcpcore.typeschema import converter_for, schema_for
-from mcpcore.validation import UNSUPPORTED, SchemaViolation, Validator, subschemas
+from mcpcore import Server
+from mcpcore._wire import validation
+from mcpcore._app.typeschema import converter_for, schema_for
+from mcpcore._wire.validation import UNSUPPORTED, SchemaViolation, Validator, subschemas
 
 PROPERTY = settings(max_examples=60, deadline=None, derandomize=True, database=None)
 

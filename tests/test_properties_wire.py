@@ -1,6 +1,6 @@
 """Properties of the wire classifier: bytes → one JSON-RPC message or the error to answer.
 
-`read_message` (transports/calls.py) parses and classifies with `wire.classify`;
+`read_message` (transports/_calls.py) parses and classifies with `wire.classify`;
 the core routes with `protocol.method_route` / `Dispatcher.route` and reads
 the era with `claims_modern`. Whatever the bytes, the verdict is a message or
 -32700 / -32600, and an id is echoed exactly as sent: true is not 1, 5.0 is not 5.
@@ -16,11 +16,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from mcpcore import Server
-from mcpcore.protocol import LONG_LIVED_METHODS, NAME_FIELDS, claims_modern, method_route
-from mcpcore.session import Session
-from mcpcore.transports.calls import Inbound, Malformed, cancelled_request, read_message
-from mcpcore.transports.httprules import Rejection, check_body
-from mcpcore.wire import (
+from mcpcore._wire.protocol import LONG_LIVED_METHODS, NAME_FIELDS, claims_modern, method_route
+from mcpcore._runtime.session import Session
+from mcpcore.transports._calls import Inbound, Malformed, cancelled_request, read_message
+from mcpcore.transports._http.rules import Rejection, check_body
+from mcpcore._wire.jsonrpc import (
     INVALID_REQUEST,
     MAX_NESTING,
     META_VERSION,

@@ -735,7 +735,7 @@ async def test_the_official_python_client_behind_a_round_robin_proxy_works_as_wi
 
 async def test_a_change_made_again_while_its_first_publication_is_in_flight_is_sent_again() -> None:
     from mcpcore.redisstate import RedisBus
-    from mcpcore.subscriptions import TOOLS, Change
+    from mcpcore._runtime.subscriptions import TOOLS, Change
 
     class SlowClient:
         def __init__(self) -> None:
@@ -851,7 +851,7 @@ async def test_a_principals_share_counts_only_sessions_that_can_still_serve(redi
     """A claim whose initialize was never saved (its clean-up failed) frees its place after the claim
     window, not the idle time; a hash remade by a change racing a DELETE holds no place at all."""
     from mcpcore import redisstate
-    from mcpcore.session import SessionRecord, SessionsFull
+    from mcpcore._runtime.session import SessionRecord, SessionsFull
 
     monkeypatch.setattr(redisstate, "CLAIM_SECONDS", 0.3)
     state = redisstate.RedisState(redis_server.url, prefix=f"share-{time.monotonic_ns()}")

@@ -9,8 +9,8 @@ import orjson
 import pytest
 
 from mcpcore import McpError
-from mcpcore import sealing
-from mcpcore.sealing import KEYS_ENV, Sealer, binding
+from mcpcore._wire import sealing
+from mcpcore._wire.sealing import KEYS_ENV, Sealer, binding
 
 KEY_A = b"key-A-0123456789abcdef"
 KEY_B = b"key-B-0123456789abcdef"

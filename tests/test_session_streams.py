@@ -19,8 +19,8 @@ import pytest
 from conftest import legacy
 from http_client import HttpClient, SseStream, running
 from mcpcore import Context, Server
-from mcpcore.defaults import HTTP_SESSION_EVENT_BYTES, HTTP_SESSION_EVENTS
-from mcpcore.transports.resume import StreamStore
+from mcpcore._runtime.defaults import HTTP_SESSION_EVENT_BYTES, HTTP_SESSION_EVENTS
+from mcpcore.transports._http.resume import StreamStore
 from test_legacy_http import initialize, session_headers
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("http_flavour")]

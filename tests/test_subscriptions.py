@@ -23,7 +23,7 @@ import pytest
 
 from conftest import ROOT, request
 from http_client import HttpClient, SseStream, mcp_headers, running
-from mcpcore.subscriptions import PROMPTS, RESOURCE, RESOURCES, TOOLS, Change, Filter, LocalBus, Subscriber
+from mcpcore._runtime.subscriptions import PROMPTS, RESOURCE, RESOURCES, TOOLS, Change, Filter, LocalBus, Subscriber
 from mcpcore import Call
 from memory import MemoryWriter, exchange
 from servers import listen_server

@@ -17,10 +17,11 @@ import pytest
 
 from conftest import ROOT, meta, request
 from http_client import HttpClient, Reply, mcp_headers, running
-from mcpcore import Context, Elicit, InputRequired, McpError, Server, ToolError, subscriptions, tasks
+from mcpcore import Context, Elicit, InputRequired, McpError, Server, ToolError, tasks
+from mcpcore._runtime import subscriptions
 from mcpcore.auth import AccessToken, Auth, StaticTokens
 from mcpcore.testing import Client
-from mcpcore.wire import InvalidParams
+from mcpcore._wire.jsonrpc import InvalidParams
 from memory import exchange
 from stdio_client import serve
 from test_subscriptions import HttpSide, Side, StdioSide, Sub

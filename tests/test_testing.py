@@ -250,7 +250,7 @@ async def test_the_same_client_drives_a_server_in_a_subprocess_over_stdio(era: s
 async def test_the_same_client_drives_a_server_at_a_url(era: str) -> None:
     from conftest import ROOT
     from http_client import running
-    from mcpcore.cli import load_target
+    from mcpcore._cli.main import load_target
     from servers.http_server import build
 
     async def elicit(params: dict[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import pytest
 from conftest import meta, request
 from http_client import HttpClient, mcp_headers, running
 from mcpcore import Context, Server
-from mcpcore.threads import ThreadPool
+from mcpcore._runtime.threads import ThreadPool
 
 pytestmark = pytest.mark.anyio
 

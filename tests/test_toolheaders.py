@@ -1,4 +1,4 @@
-"""`x-mcp-header` annotations in tool input schemas (mcpcore.toolheaders)."""
+"""`x-mcp-header` annotations in tool input schemas (mcpcore._wire.toolheaders)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from mcpcore.toolheaders import HeaderParam, header_params
+from mcpcore._wire.toolheaders import HeaderParam, header_params
 
 PLACEMENT_RULE = "x-mcp-header may only annotate properties reached through 'properties' alone"
 

@@ -23,7 +23,7 @@ from mcpcore import (
     Server,
     ToolResult,
 )
-from mcpcore.validation import matches
+from mcpcore._wire.validation import matches
 from wire_schema import validator
 
 pytestmark = pytest.mark.anyio

@@ -1,4 +1,4 @@
-"""Type hints to JSON Schema, JSON back to Python values (mcpcore.typeschema).
+"""Type hints to JSON Schema, JSON back to Python values (mcpcore._app.typeschema).
 
 This module deliberately does not use `from __future__ import annotations`:
 on Python 3.11 that makes `NotRequired` invisible to `TypedDict.__required_keys__`
@@ -13,8 +13,8 @@ from typing import Annotated, Any, Literal, Optional, TypedDict, Union
 
 import pytest
 
-from mcpcore.typeschema import converter_for, is_structured, schema_for, to_jsonable
-from mcpcore.validation import matches
+from mcpcore._app.typeschema import converter_for, is_structured, schema_for, to_jsonable
+from mcpcore._wire.validation import matches
 
 
 class Color(enum.Enum):

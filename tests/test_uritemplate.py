@@ -1,4 +1,4 @@
-"""Matching URIs against RFC 6570 templates (mcpcore.uritemplate)."""
+"""Matching URIs against RFC 6570 templates (mcpcore._wire.uritemplate)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 
 from conftest import ROOT, free_port, request
 from http_client import HttpClient, mcp_headers
-from mcpcore.uritemplate import UriTemplate
+from mcpcore._wire.uritemplate import UriTemplate
 
 
 def test_simple_variable_is_extracted() -> None:
@@ -202,7 +202,7 @@ def test_a_plus_in_a_query_value_stays_a_plus() -> None:
 
 
 def test_label_path_and_fragment_expressions_match_their_expansion_of_an_undefined_variable() -> None:
-    from mcpcore.uritemplate import UriTemplate
+    from mcpcore._wire.uritemplate import UriTemplate
 
     assert UriTemplate("fuzz://tree{/segments*}").match("fuzz://tree") == {}
     assert UriTemplate("fuzz://tree{/segments*}").match("fuzz://tree/a/b") == {"segments": "a/b"}
@@ -211,7 +211,7 @@ def test_label_path_and_fragment_expressions_match_their_expansion_of_an_undefin
 
 
 def test_a_label_value_stops_at_a_reserved_character() -> None:
-    from mcpcore.uritemplate import UriTemplate
+    from mcpcore._wire.uritemplate import UriTemplate
 
     assert UriTemplate("fuzz://doc{.format}{;version}").match("fuzz://doc.md;version=2") == {"format": "md", "version": "2"}
 
@@ -228,7 +228,7 @@ HOSTILE = [
 ]
 LINEAR_PROBE = """
 import json, sys
-from mcpcore.uritemplate import UriTemplate
+from mcpcore._wire.uritemplate import UriTemplate
 for template, head, filler, tail in json.loads(sys.argv[1]):
     for size in (20_000, 200_000):
         print(json.dumps(UriTemplate(template).match(head + filler * size + tail)), flush=True)

@@ -1,4 +1,4 @@
-"""The JSON Schema validator for tool arguments (mcpcore.validation)."""
+"""The JSON Schema validator for tool arguments (mcpcore._wire.validation)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from conftest import ROOT
-from mcpcore import validation
-from mcpcore.cli import load_target
-from mcpcore.validation import SchemaViolation, Validator, matches
+from mcpcore._wire import validation
+from mcpcore._cli.main import load_target
+from mcpcore._wire.validation import SchemaViolation, Validator, matches
 
 
 
@@ -539,7 +539,7 @@ FAST_VALUES = [None, True, False, 0, 1, -3, 2.0, 2.5, "", "x", [], [1], {}, {"a"
 
 @pytest.mark.parametrize("schema", FAST_SCHEMAS)
 def test_the_fast_check_never_accepts_what_the_full_validator_rejects(schema: dict) -> None:
-    from mcpcore.validation import _fast_check
+    from mcpcore._wire.validation import _fast_check
 
     quick = _fast_check(schema)
     assert quick is not None, "these schemas are meant to take the fast path"

@@ -1,4 +1,4 @@
-"""JSON-RPC message shapes and encoders (mcpcore.wire)."""
+"""JSON-RPC message shapes and encoders (mcpcore._wire.jsonrpc)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from conftest import ALL_VERSIONS
-from mcpcore.wire import (
+from mcpcore._wire.jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,

@@ -1,6 +1,6 @@
 """An ASGI 3 application serving a `Server`: the built-in server's MCP handling under any ASGI server.
 
-Theory of operation. `AsgiApp` is an `Endpoint` (exchange.py), so it has the
+Theory of operation. `AsgiApp` is an `Endpoint` (_http/exchange.py), so it has the
 built-in server's call runner, sessions, limits and rules. Each `http` scope
 becomes an `_AsgiExchange` fed from `receive()` exactly as the h11 connection
 feeds its own: the head, each body message, the end. The h11 event objects
@@ -35,12 +35,12 @@ from typing import Any, AsyncIterator, Awaitable, Callable, MutableMapping
 import anyio
 import h11
 
-from mcpcore.server import Server
-from mcpcore.wire import INTERNAL_ERROR, INVALID_REQUEST, McpError
+from mcpcore._serving.server import Server
+from mcpcore._wire.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, McpError
 
-from .exchange import Endpoint, Exchange
-from .http import HttpConfig
-from .httprules import Policy, Rejection, public_bind_refusal
+from ._http.config import HttpConfig
+from ._http.exchange import Endpoint, Exchange
+from ._http.rules import Policy, Rejection, public_bind_refusal
 
 log = logging.getLogger(__name__)
 

@@ -2,10 +2,10 @@
 
 Each TCP connection is a `_Connection` (an `asyncio.Protocol`) that feeds bytes
 to one `h11.Connection`, pulls events synchronously and hands each request's
-head, body and end to the `Exchange` it is (`exchange.py`, shared with the
-ASGI adapter): the validation ladder (`httprules.py`) runs there, and a
-request becomes a `Call` submitted to the shared `CallRunner` (`calls.py`)
-with an `HttpWriter` (`httpwriter.py`), which answers with one JSON body
+head, body and end to the `Exchange` it is (`_http/exchange.py`, shared with the
+ASGI adapter): the validation ladder (`_http/rules.py`) runs there, and a
+request becomes a `Call` submitted to the shared `CallRunner` (`_calls.py`)
+with an `HttpWriter` (`_http/writer.py`), which answers with one JSON body
 unless a notification comes first, in which case it upgrades to an SSE
 stream (ADR 2). The peer
 closing the connection cancels the call. Owning the socket callbacks keeps the hot
@@ -20,51 +20,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import anyio.abc
 import h11
 
-from mcpcore import defaults
-from mcpcore.server import Server
-from mcpcore.wire import INVALID_REQUEST, McpError
+from mcpcore._serving.server import Server
+from mcpcore._wire.jsonrpc import INVALID_REQUEST, McpError
 
-from .exchange import GET_ONLY, Endpoint, Exchange, Fixed
-from .flow import WriteFlow
-from .httprules import Rejection, public_bind_refusal
+from ._http.config import HttpConfig
+from ._http.exchange import GET_ONLY, Endpoint, Exchange, Fixed
+from ._flow import WriteFlow
+from ._http.rules import Rejection, public_bind_refusal
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class HttpConfig:
-    """Every knob of the HTTP transport, with its default."""
-
-    host: str = defaults.HTTP_HOST
-    port: int = defaults.HTTP_PORT
-    path: str = defaults.HTTP_PATH
-    allowed_hosts: tuple[str, ...] = ()
-    allowed_origins: tuple[str, ...] = ()
-    max_body_bytes: int = defaults.HTTP_MAX_BODY_BYTES
-    max_body_chunks: int = defaults.HTTP_MAX_BODY_CHUNKS
-    max_header_bytes: int = defaults.HTTP_MAX_HEADER_BYTES
-    max_connections: int = defaults.HTTP_MAX_CONNECTIONS
-    max_in_flight: int = defaults.HTTP_MAX_IN_FLIGHT
-    header_timeout: float = defaults.HTTP_HEADER_TIMEOUT
-    body_timeout: float = defaults.HTTP_BODY_TIMEOUT
-    keep_alive_timeout: float = defaults.HTTP_KEEP_ALIVE_TIMEOUT
-    sse_keepalive: float = defaults.HTTP_SSE_KEEPALIVE
-    grace_period: float = defaults.HTTP_GRACE_PERIOD
-    max_sessions: int = defaults.HTTP_MAX_SESSIONS
-    max_sessions_per_principal: int | None = None  # one authenticated principal's share (None: a tenth of max_sessions)
-    session_idle_timeout: float = defaults.HTTP_SESSION_IDLE_TIMEOUT
-    health_path: str | None = defaults.HTTP_HEALTH_PATH  # None: no liveness probe
-    ready_path: str | None = defaults.HTTP_READY_PATH  # None: no readiness probe
-    listen_fd: int | None = None  # an inherited listening socket (worker processes)
-    metrics_host: str = "127.0.0.1"  # where `Server(metrics=True)` serves GET /metrics: its own listener,
-    metrics_port: int | None = None  # never the public one (None: counted but not served)
 
 
 class _Connection(WriteFlow, Exchange):

@@ -27,8 +27,8 @@ import h11
 import orjson
 
 from mcpcore import tasks
-from mcpcore.protocol import NAME_FIELDS
-from mcpcore.toolheaders import HeaderParam, header_params
+from mcpcore._wire.protocol import NAME_FIELDS
+from mcpcore._wire.toolheaders import HeaderParam, header_params
 
 Heard = Callable[[dict[str, Any]], Awaitable["dict[str, Any] | None"]]
 

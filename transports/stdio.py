@@ -1,7 +1,7 @@
 """stdio transport: newline-delimited JSON-RPC on stdin/stdout.
 
 `open_stdio(server).serve()` reads lines and hands each to the shared
-`CallRunner` (`calls.py`), which runs each request in its own task (at most
+`CallRunner` (`_calls.py`), which runs each request in its own task (at most
 `max_in_flight` at once: while calls are held it stops reading, so nothing is
 dropped); replies and notifications are written one whole line at a time. The protocol
 owns private duplicates of fds 0 and 1; fd 1 itself is pointed at stderr so
@@ -24,15 +24,15 @@ from typing import Any, Callable
 
 import anyio
 
-from mcpcore.call import Call
-from mcpcore.defaults import STDIO_GRACE_PERIOD, STDIO_MAX_HELD, STDIO_MAX_IN_FLIGHT, STDIO_MAX_LINE_BYTES
-from mcpcore.protocol import claims_modern
-from mcpcore.server import Server
-from mcpcore.session import Session
-from mcpcore.wire import INVALID_REQUEST, NOTIFICATION, REQUEST, RESPONSE, McpError, encode_error
+from mcpcore._runtime.call import Call
+from mcpcore._runtime.defaults import STDIO_GRACE_PERIOD, STDIO_MAX_HELD, STDIO_MAX_IN_FLIGHT, STDIO_MAX_LINE_BYTES
+from mcpcore._wire.protocol import claims_modern
+from mcpcore._serving.server import Server
+from mcpcore._runtime.session import Session
+from mcpcore._wire.jsonrpc import INVALID_REQUEST, NOTIFICATION, REQUEST, RESPONSE, McpError, encode_error
 
-from .calls import CallRunner, Malformed, cancelled_request, read_message, take_response
-from .flow import WriteFlow
+from ._calls import CallRunner, Malformed, cancelled_request, read_message, take_response
+from ._flow import WriteFlow
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,9 @@ from typing import Any
 
 import anyio
 
-from mcpcore import Context, Server, defaults
-from mcpcore.transports.exchange import Endpoint
+from mcpcore import Context, Server
+from mcpcore._runtime import defaults
+from mcpcore.transports._http.exchange import Endpoint
 
 server = Server("soak", version="1.0.0")
 HANGS = {"started": 0, "running": 0}

@@ -1,0 +1,143 @@
+"""Reading a user function once at registration: its parameters and how to call it.
+
+`FunctionInfo` knows which parameter takes the `Context`, the schema and
+converter of every other parameter, and whether the function is async (run in
+the call's task) or sync (run in a worker thread).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import typing
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from . import docstrings
+from .context import Context
+from .._wire.inputs import InputRequired
+from .typeschema import Converter, converter_for, hoist_defs, jsonable_default, schema_for, split_annotated
+from .._wire.jsonrpc import INTERNAL_ERROR, McpError
+
+log = logging.getLogger("mcpcore.signature")
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    hint: Any
+    description: str | None
+    required: bool
+    default: Any
+    convert: Converter
+
+
+async def run_callback(fn: Callable[..., Any], *args: Any) -> Any:
+    """A user callback called in this task: its value, awaited when it is awaitable (an async
+    function's, or a sync one's that returned a coroutine). Unlike `FunctionInfo.invoke`, a sync
+    callback runs inline: these are the small hooks of extensions, completions and the test client."""
+    value = fn(*args)
+    return await value if inspect.isawaitable(value) else value
+
+
+def _type_name(hint: Any) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+
+
+class FunctionInfo:
+    """The introspected shape of a tool, resource or prompt function."""
+
+    def __init__(self, fn: Callable[..., Any], *, inline: bool = False) -> None:
+        self.fn = fn
+        self.name = getattr(fn, "__name__", type(fn).__name__)
+        self.doc, documented = docstrings.parse(inspect.getdoc(fn) or None)  # parameter texts out of the description
+        self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+        if inline and self.is_async:
+            raise ValueError(f"{self.name}(): inline=True is for sync functions; an async one already runs on the event loop")
+        self.inline = inline  # a sync function called on the event loop itself: it blocks every other caller while it runs
+        hints = typing.get_type_hints(fn, include_extras=True)
+        self.return_hint = hints.get("return", inspect.Signature.empty)
+        self.context_param: str | None = None
+        self.params: list[Param] = []
+        self.accepts_any = False
+        for parameter in inspect.signature(fn).parameters.values():
+            if parameter.kind is parameter.VAR_KEYWORD:
+                self.accepts_any = True
+                continue
+            if parameter.kind is parameter.VAR_POSITIONAL:
+                continue
+            hint = hints.get(parameter.name, Any)
+            if split_annotated(hint)[0] is Context:
+                self.context_param = parameter.name
+                continue
+            base, description = split_annotated(hint)
+            description = description or documented.get(parameter.name)
+            required = parameter.default is inspect.Parameter.empty
+            self.params.append(
+                Param(
+                    parameter.name,
+                    hint,
+                    description,
+                    required,
+                    None if required else parameter.default,
+                    converter_for(base),
+                )
+            )
+
+    def input_schema(self) -> dict[str, Any]:
+        """An object schema with one property per parameter (TypeError if a hint has none)."""
+        properties: dict[str, Any] = {}
+        for param in self.params:
+            try:
+                prop = schema_for(param.hint)
+            except TypeError as error:
+                raise TypeError(f"{self.name}(): parameter {param.name!r}: {error}") from None
+            if param.description and "description" not in prop:  # documented in the docstring
+                prop["description"] = param.description
+            if not param.required:
+                prop["default"] = jsonable_default(param.default)
+            properties[param.name] = prop
+        schema: dict[str, Any] = {"type": "object", "properties": properties}
+        required = [p.name for p in self.params if p.required]
+        if required:
+            schema["required"] = required
+        if not self.accepts_any:
+            schema["additionalProperties"] = False
+        return hoist_defs(schema)
+
+    def convert(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Validated JSON arguments to keyword arguments of the right Python types."""
+        kwargs = dict(arguments) if self.accepts_any else {}
+        for param in self.params:
+            if param.name in arguments:
+                try:
+                    kwargs[param.name] = param.convert(arguments[param.name])
+                except (TypeError, ValueError) as error:  # valid JSON the Python type cannot hold, e.g. a set of lists
+                    raise ValueError(f"{param.name}: cannot be made a {_type_name(param.hint)} ({error})") from None
+        return kwargs
+
+    async def invoke_reporting(self, kwargs: dict[str, Any], context: Context, what: str, data: Any) -> Any:
+        """`invoke`, with a failure of the function answered as one clear, non-leaking -32603
+        naming `what` failed (its traceback goes to the log); protocol errors and questions pass."""
+        try:
+            return await self.invoke(kwargs, context)
+        except (McpError, InputRequired):
+            raise
+        except Exception as error:
+            log.exception("%s: %s() raised", what, self.name)
+            raise McpError(INTERNAL_ERROR, f"{what} failed ({type(error).__name__})", data) from None
+
+    async def invoke(self, kwargs: dict[str, Any], context: Context) -> Any:
+        """Call the function: in this task if async or inline, else on the server's worker threads."""
+        if self.context_param is not None:
+            kwargs[self.context_param] = context
+        if self.is_async:
+            value = await self.fn(**kwargs)
+        elif self.inline:
+            value = self.fn(**kwargs)
+        else:
+            value = await context.threads.run(functools.partial(self.fn, **kwargs))
+        if isinstance(value, InputRequired):  # returning it is the same as raising it
+            raise value
+        return value

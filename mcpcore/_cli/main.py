@@ -1,0 +1,310 @@
+"""The `mcpcore` console script: `mcpcore run TARGET [--transport ...]`, and for the inner loop
+`mcpcore inspect TARGET`, `mcpcore call TARGET TOOL key=value...`, `read TARGET URI`, `prompt TARGET NAME`.
+
+TARGET is `path/to/file.py[:attr]` or `package.module[:attr]`; without an
+attribute the first of `server`, `mcp`, `app` (or the only `Server` in the
+module) is used. A callable attribute is called to build the server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import importlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Sequence
+
+from .. import __version__
+from .._runtime import defaults as d
+from ..logs import DEFAULT_LEVEL, FORMATS, LEVELS
+from .._runtime.lifespan import StartupError
+from .runner import TRANSPORTS, run, run_workers
+from .clientconfig import CLIENTS
+from .._serving.server import Server
+
+DEFAULT_ATTRIBUTES = ("server", "mcp", "app")
+
+
+class TargetError(Exception):
+    """A TARGET that does not name a server; the message says what was tried."""
+
+
+def _split(target: str) -> tuple[str, str | None]:
+    location, sep, attr = target.rpartition(":")
+    if sep and attr.isidentifier() and location:
+        return location, attr
+    return target, None
+
+
+def _is_file(location: str) -> bool:
+    """Whether a TARGET's location names a file (else an importable module)."""
+    return location.endswith(".py") or os.sep in location or "/" in location
+
+
+def absolute_target(target: str) -> tuple[str, bool]:
+    """TARGET with its file made absolute (it runs from anywhere then), and whether it names a file."""
+    location, attr = _split(target)
+    if not _is_file(location):
+        return target, False
+    return os.path.abspath(location) + (f":{attr}" if attr else ""), True
+
+
+def _import(location: str) -> ModuleType:
+    if _is_file(location):
+        path = os.path.abspath(location)
+        if not os.path.isfile(path):
+            raise TargetError(f"no file {path}")
+        name = os.path.splitext(os.path.basename(path))[0]
+        if name in sys.modules or name in sys.stdlib_module_names:  # e.g. http.py must not replace `http`
+            name = f"_mcpcore_target_{name}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise TargetError(f"cannot import {path} as Python")
+        module = importlib.util.module_from_spec(spec)
+        # Its folder goes last, so its neighbours import but never shadow the standard library.
+        sys.path.append(os.path.dirname(path))
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())  # `pkg.module` from the project folder, as `python -m` finds it
+    try:
+        return importlib.import_module(location)
+    except ModuleNotFoundError as error:
+        if error.name and location.startswith(error.name):
+            raise TargetError(f"no file {location!r} and no importable module {location!r}") from None
+        raise
+
+
+def load_target(target: str) -> Server:
+    """The `Server` a TARGET names (raises `TargetError` saying what was tried)."""
+    location, attr = _split(target)
+    module = _import(location)
+    names = (attr,) if attr else DEFAULT_ATTRIBUTES
+    for name in names:
+        found: Any = getattr(module, name, None)
+        if found is None:
+            continue
+        if not isinstance(found, Server) and callable(found):
+            found = found()
+        if isinstance(found, Server):
+            return found
+        raise TargetError(f"{location}:{name} is a {type(found).__name__}, not an mcpcore Server")
+    if attr is None:
+        servers = {key: v for key, v in vars(module).items() if isinstance(v, Server)}
+        if len(servers) == 1:
+            return next(iter(servers.values()))
+        if len(servers) > 1:
+            named = ", ".join(sorted(servers))
+            raise TargetError(f"{location} holds {len(servers)} Servers ({named}); name one, e.g. {location}:{min(servers)}")
+    raise TargetError(f"{location} has no attribute {' / '.join(names)} holding an mcpcore Server")
+
+
+def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The console script's parser, and its `run` subcommand's (whose options settings may give)."""
+    parser = argparse.ArgumentParser(prog="mcpcore", description="Run Model Context Protocol servers.", allow_abbrev=False)
+    parser.add_argument("--version", action="version", version=f"mcpcore {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    runner = commands.add_parser("run", help="serve a server defined in a file or module", allow_abbrev=False,
+                                 epilog="Options may also come from MCPCORE_<OPTION> variables and mcpcore.toml or "
+                                        "[tool.mcpcore] in pyproject.toml (see docs/running.md).")
+    runner.add_argument("target", nargs="?", help="path/to/file.py[:attr] or package.module[:attr]")
+    runner.add_argument("--transport", choices=TRANSPORTS, help="stdio (the default) or http")
+    runner.add_argument("--log-level", choices=LEVELS,
+                        help=f"least severe diagnostics written to stderr ({DEFAULT_LEVEL})")
+    runner.add_argument("--log-format", choices=FORMATS,
+                        help="stderr diagnostics as 'mcpcore: message' lines (text) or one JSON object per line (json)")
+    runner.add_argument("--max-in-flight", type=int, help="concurrent calls before reading pauses "
+                        f"(stdio {d.STDIO_MAX_IN_FLIGHT}, http {d.HTTP_MAX_IN_FLIGHT})")
+    runner.add_argument("--grace-period", type=float, help="seconds in-flight calls get to finish at shutdown "
+                        f"(stdio {d.STDIO_GRACE_PERIOD:g}, http {d.HTTP_GRACE_PERIOD:g})")
+    runner.add_argument("--redis", dest="redis_url", metavar="URL", help="share subscriptions' changes, tasks and "
+                        "2025-era sessions with the other processes using this Redis, e.g. redis://127.0.0.1:6379/0 "
+                        "(needs mcpcore[redis])")
+    stdio = runner.add_argument_group("stdio")
+    stdio.add_argument("--max-line-bytes", type=int, help=f"largest accepted message line ({d.STDIO_MAX_LINE_BYTES // d.MIB} MiB)")
+    http = runner.add_argument_group("http")
+    http.add_argument("--host", help=f"address to bind ({d.HTTP_HOST})")
+    http.add_argument("--port", type=int, help=f"port to bind ({d.HTTP_PORT}; 0 picks a free one)")
+    http.add_argument("--path", help=f"the MCP endpoint path ({d.HTTP_PATH})")
+    http.add_argument("--allow-origin", dest="allowed_origins", action="append", metavar="ORIGIN",
+                      help="an extra allowed Origin, e.g. https://app.example (repeatable)")
+    http.add_argument("--allow-host", dest="allowed_hosts", action="append", metavar="HOST",
+                      help="an extra allowed Host name (repeatable)")
+    http.add_argument("--max-body-bytes", type=int, help=f"largest accepted request body ({d.HTTP_MAX_BODY_BYTES // d.MIB} MiB)")
+    http.add_argument("--max-connections", type=int, help=f"open connections before new ones get 503 ({d.HTTP_MAX_CONNECTIONS})")
+    http.add_argument("--max-sessions", type=int, help=f"live 2025-era sessions before initialize is refused "
+                      f"({d.HTTP_MAX_SESSIONS}, per process; 0 with --workers unless --redis)")
+    http.add_argument("--max-sessions-per-principal", type=int, help="live 2025-era sessions one authenticated "
+                      f"principal may hold (1/{d.HTTP_SESSION_SHARE} of --max-sessions; with --redis, across processes)")
+    http.add_argument("--session-idle-timeout", type=float, help="seconds a 2025-era session lives without "
+                      f"a request ({d.HTTP_SESSION_IDLE_TIMEOUT:g})")
+    http.add_argument("--workers", type=int, help="worker processes sharing the port (1)")
+    http.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)  # set by the worker supervisor
+    inspect = commands.add_parser("inspect", help="list a server's tools (with schemas), resources and prompts")
+    inspect.add_argument("target", help="path/to/file.py[:attr] or package.module[:attr]")
+    inspect.add_argument("--json", action="store_true", help="print everything as JSON")
+    call = commands.add_parser("call", help="call one tool in this process and print its answer")
+    call.add_argument("target")
+    call.add_argument("tool")
+    call.add_argument("arguments", nargs="*", metavar="key=value", help="a value that parses as JSON is JSON")
+    read = commands.add_parser("read", help="read one resource in this process")
+    read.add_argument("target")
+    read.add_argument("uri")
+    prompt = commands.add_parser("prompt", help="get one prompt in this process")
+    prompt.add_argument("target")
+    prompt.add_argument("name")
+    prompt.add_argument("arguments", nargs="*", metavar="key=value")
+    dev = commands.add_parser("dev", help="run, restarting when a source file changes (options as for run)")
+    dev.add_argument("target")
+    dev.add_argument("run_options", nargs=argparse.REMAINDER, help="any `mcpcore run` options")
+    config = commands.add_parser("config", help="print (or --write) the client configuration that launches it")
+    config.add_argument("target")
+    config.add_argument("--client", choices=CLIENTS, required=True)
+    config.add_argument("--name", help="the server's name in the client (its own name)")
+    config.add_argument("--write", action="store_true", help="merge it into the client's configuration file")
+    return parser, runner
+
+
+_STDIO_OPTIONS = ("max_in_flight", "max_line_bytes", "grace_period")
+_HTTP_ONLY = ("host", "port", "path", "allowed_origins", "allowed_hosts", "max_body_bytes", "max_connections",
+              "max_sessions", "max_sessions_per_principal", "session_idle_timeout")
+_HTTP_OPTIONS = ("max_in_flight", "grace_period", "host", "port", "path", "allowed_origins", "allowed_hosts",
+                 "max_body_bytes", "max_connections", "max_sessions", "max_sessions_per_principal",
+                 "session_idle_timeout", "listen_fd")
+
+
+def _without_option(argv: list[str], option: str) -> list[str]:
+    """`argv` without `option VALUE` and `option=VALUE`."""
+    kept: list[str] = []
+    skip_value = False
+    for arg in argv:
+        if skip_value:
+            skip_value = False
+        elif arg == option:
+            skip_value = True
+        elif not arg.startswith(option + "="):
+            kept.append(arg)
+    return kept
+
+
+RUN_DEFAULTS = {"transport": "stdio", "log_level": DEFAULT_LEVEL, "log_format": "text", "workers": 1}
+
+
+def _settle(runner: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Fill the `run` options the command line left out from the environment and the settings file, then
+    the defaults (mcpcore/_cli/settings.py); a bad setting exits with its source named."""
+    from .settings import SettingsError, load
+
+    actions = {a.dest: a for a in runner._actions if a.dest not in ("help", "listen_fd")}
+    try:
+        found = load({dest: action.type or str for dest, action in actions.items()})
+    except SettingsError as error:
+        sys.exit(f"mcpcore: {error}")
+    for dest, action in actions.items():
+        if getattr(args, dest) is None:
+            value = found.get(dest, RUN_DEFAULTS.get(dest))
+            if value is not None and action.choices is not None and value not in action.choices:
+                sys.exit(f"mcpcore: setting {dest} is {value!r}; choose from {', '.join(action.choices)}")
+            setattr(args, dest, value)
+    if args.listen_fd is not None:
+        args.workers = 1  # a worker serves; only its supervisor (which read the same settings) starts workers
+    if args.target is None:
+        sys.exit("mcpcore: run needs a TARGET (or `target` in mcpcore.toml, or MCPCORE_TARGET)")
+
+
+def _share_state(server: Server, url: str) -> None:
+    """`--redis URL`: the server's bus and task store on Redis (the `redis` package is an extra)."""
+    try:
+        from ..redisstate import RedisState, require_configured_keys
+    except ImportError:
+        sys.exit("mcpcore: --redis needs the redis package: pip install 'mcpcore[redis]'")
+    try:
+        require_configured_keys(server)  # here, before a supervisor gives its workers a key of its own
+    except ValueError as error:
+        sys.exit(f"mcpcore: {error}")
+    server.use_store(RedisState(url))
+
+
+def _inner_loop(server: Server, args: argparse.Namespace) -> int:
+    from . import commands  # loaded only for these commands
+
+    logging.basicConfig(level=logging.WARNING, format="mcpcore: %(message)s")
+    try:
+        if args.command == "inspect":
+            return commands.inspect(server, args.json)
+        if args.command == "call":
+            return commands.call(server, args.tool, args.arguments)
+        if args.command == "read":
+            return commands.read(server, args.uri)
+        return commands.prompt(server, args.name, args.arguments)
+    except ValueError as error:
+        print(f"mcpcore: {error}", file=sys.stderr)
+        return 2
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser, runner = _parser()
+    args = parser.parse_args(argv)
+    if args.command == "run":
+        _settle(runner, args)
+    if args.command == "dev":  # the children load the target, each after a change
+        from .reload import run as dev
+
+        watched = runner.parse_args([args.target, *args.run_options])
+        _settle(runner, watched)  # the transport as the child will see it, settings included
+        target, is_file = absolute_target(args.target)
+        folder = Path(_split(target)[0]).parent if is_file else Path.cwd()
+        sys.exit(dev(folder, [args.target, *args.run_options], stdio=watched.transport == "stdio"))
+    try:
+        server = load_target(args.target)
+    except TargetError as error:
+        sys.exit(f"mcpcore: cannot load {args.target!r}: {error}")
+    if args.command == "config":
+        from .clientconfig import configure
+
+        sys.exit(configure(*absolute_target(args.target), args.name or server.name, args.client, args.write))
+    if args.command != "run":
+        sys.exit(_inner_loop(server, args))
+    if args.transport != "http":
+        given = [f"--{name.replace('_', '-')}" for name in _HTTP_ONLY if getattr(args, name) is not None]
+        if args.workers > 1:
+            given.append("--workers")
+        if given:
+            sys.exit(f"mcpcore: {', '.join(given)} needs --transport http")
+    if args.redis_url:
+        _share_state(server, args.redis_url)
+    if args.workers > 1 and server.offers_tasks and server.tasks.per_process:
+        sys.exit("mcpcore: --workers needs a task store the workers share: this server's task tools keep "
+                 "tasks in one process's memory, so a task made by one worker would be unknown to the others "
+                 "(run one process, or set server.tasks.configure(store=...) to a shared TaskStore)")
+    if args.workers > 1:
+        worker_args = _without_option(argv, "--workers")
+        if not args.redis_url:
+            # Without a shared store a 2025-era session lives in one process, and the kernel spreads
+            # connections over all of them: workers serve the stateless wire only.
+            worker_args = _without_option(worker_args, "--max-sessions") + ["--max-sessions", "0"]
+        host, path = args.host or d.HTTP_HOST, args.path or d.HTTP_PATH
+        port = d.HTTP_PORT if args.port is None else args.port  # 0: any free port
+        try:
+            sys.exit(run_workers(worker_args, host, port, args.workers, path, args.log_level, tuple(args.allowed_hosts or ()),
+                                 args.log_format, shared=bool(args.redis_url)))
+        except ValueError as error:
+            sys.exit(f"mcpcore: {error}")
+    names = _HTTP_OPTIONS if args.transport == "http" else _STDIO_OPTIONS
+    options = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    for name in ("allowed_origins", "allowed_hosts"):
+        if name in options:
+            options[name] = tuple(options[name])
+    try:
+        run(server, args.transport, log_level=args.log_level, log_format=args.log_format, **options)
+    except ValueError as error:  # a configuration the transport refuses, said in one line
+        sys.exit(f"mcpcore: {error}")
+    except StartupError as error:  # the app's own start-up failed: its traceback, then one line
+        logging.getLogger("mcpcore").error("start-up failed", exc_info=error.__cause__)
+        sys.exit(f"mcpcore: {error}")

@@ -1,0 +1,132 @@
+"""Running a server in this process: the composition root of core and transports.
+
+The only place in `mcpcore` that imports `mcpcore.transports` (lazily, so the
+core imports no I/O code). It serves until the transport ends (stdin EOF) or a
+signal arrives: the first SIGINT/SIGTERM stops gracefully (HTTP drains in-flight
+calls), a second one stops at once. It also sets up logging for a running
+server (`logs.configure`) and starts worker processes for the CLI.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from typing import Any, Callable, Sequence
+
+import anyio
+import anyio.abc
+
+from .._runtime.defaults import SUPERVISOR_ENV
+from ..logs import DEFAULT_LEVEL, configure
+from .._serving.server import Server
+
+TRANSPORTS = ("stdio", "http")
+log = logging.getLogger("mcpcore.runner")
+
+
+async def _stop_on_signals(stop: Callable[[], None], scope: anyio.CancelScope) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        first = True
+        async for _ in signals:
+            if first:
+                stop()
+                first = False
+            else:
+                scope.cancel()
+
+
+async def _stop_when_orphaned(stop: Callable[[], None]) -> None:
+    """A worker stops once its supervisor is gone (it names itself, so a death before we got here counts)."""
+    named = os.environ.get(SUPERVISOR_ENV, "")
+    parent = int(named) if named.isdigit() else os.getppid()
+    while os.getppid() == parent:
+        await anyio.sleep(1)
+    stop()
+
+
+async def _serve(server: Server, transport: str, options: dict[str, Any]) -> None:
+    if transport == "http":  # built first: a refused configuration raises plainly, not in a task group
+        from ..transports.http import HttpConfig, HttpServer
+
+        http = HttpServer(server, HttpConfig(**options))
+    # Entered before any task group, so a failing start-up raises plainly; the transport's own
+    # entry then only counts (the start-up runs once).
+    async with server.lifespan, anyio.create_task_group() as tasks:
+        if transport == "http":
+            tasks.start_soon(_stop_on_signals, http.stop, tasks.cancel_scope)
+            async with anyio.create_task_group() as serving:
+                await serving.start(http.serve)
+                if http.config.listen_fd is None:
+                    log.info("serving %r at %s", server.name, http.url)
+                if http.config.listen_fd is not None or SUPERVISOR_ENV in os.environ:  # stop with the supervisor
+                    tasks.start_soon(_stop_when_orphaned, http.stop)
+                if not server.sealer.configured:  # said at start, while someone reads it
+                    log.warning(
+                        "requestState is sealed with a random per-process key; set MCPCORE_STATE_KEYS "
+                        "(or Server(state_keys=...)) so that several server processes accept each other's state"
+                    )
+        else:
+            from ..transports.stdio import open_stdio
+
+            session = open_stdio(server, **options)
+            tasks.start_soon(_stop_on_signals, session.stop, tasks.cancel_scope)
+            await session.serve()
+        tasks.cancel_scope.cancel()
+
+
+def _open_standard_fds() -> None:
+    """Put /dev/null on a closed fd 0, 1 or 2 before anything else can take its number.
+
+    Otherwise the event loop's own selector may become "stdin", and a closed stdin
+    must read as an immediate end of input, a closed stdout as a discarded one.
+    """
+    for fd, flags in ((0, os.O_RDONLY), (1, os.O_WRONLY), (2, os.O_WRONLY)):
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.open(os.devnull, flags)  # the lowest free number: `fd` itself
+
+
+def _has_uvloop() -> bool:
+    """uvloop is used when installed (the `mcpcore[uvloop]` extra); it is never required."""
+    import importlib.util
+
+    return importlib.util.find_spec("uvloop") is not None
+
+
+def run(
+    server: Server, transport: str = "stdio", *, log_level: str = DEFAULT_LEVEL, log_format: str = "text", **options: Any
+) -> None:
+    """Serve until the transport ends or a signal arrives."""
+    if transport not in TRANSPORTS:
+        raise ValueError(f"unknown transport {transport!r}; choose one of {', '.join(TRANSPORTS)}")
+    configure(log_level, log_format)
+    _open_standard_fds()
+    anyio.run(_serve, server, transport, options, backend_options={"use_uvloop": _has_uvloop()})
+    # A cancelled sync tool may still occupy a worker thread; do not wait for it.
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        sys.stderr.flush()
+        os._exit(0)
+
+
+def run_workers(
+    worker_args: Sequence[str], host: str, port: int, workers: int, path: str, log_level: str, allowed_hosts: tuple[str, ...],
+    log_format: str = "text", shared: bool = False,
+) -> int:
+    """Supervise `workers` HTTP worker processes on one socket; return the exit status.
+    `shared`: the workers share state on Redis (`--redis`); without it, say what stays per worker."""
+    from ..transports._http.rules import public_bind_refusal
+    from ..transports._workers import supervise
+
+    refusal = public_bind_refusal(host, allowed_hosts)
+    if refusal is not None:
+        raise ValueError(refusal)  # before binding: every worker would refuse it
+
+    configure(log_level, log_format)
+    if not shared:
+        log.warning("each worker keeps its own state: a subscriptions/listen stream hears only the changes its "
+                    "worker announces; run with --redis URL to share them")
+    return supervise(worker_args, host, port, workers, path)

@@ -1,0 +1,10 @@
+"""The runtime a call runs in: the `Call` and what outlives it.
+
+The seam between transports and the core (`call`: a `Call` and its `Writer`), the
+worker threads of sync functions (`threads`), the app's start-up and shut-down
+(`lifespan`), the change bus and `subscriptions/listen` (`subscriptions`), 2025-era
+sessions (`session`), counters (`metrics`) and every default limit (`defaults`).
+
+Above the wire (`_wire`) and beside the public leaves it may use (`auth`,
+`taskstore`); below the app (`_app`), which wraps a `Call` in a `Context`.
+"""

@@ -1,0 +1,386 @@
+"""The request path inside the core: route a request, check its `_meta`, run its method.
+
+`Dispatcher.route(message)` says once what a request is (`protocol.Route`);
+`Dispatcher.handle(call, writer)` checks the request's `_meta`, runs the
+method and sends exactly one response through the writer (tools, prompts and
+resources may send request-scoped notifications before it). A method that may
+answer `input_required` runs behind the sealing front: a retry's sealed
+`requestState` is opened before the handler runs, and an `InputRequired` it
+raises is sealed into the result. Results that do not change per call
+(discover, list pages) are serialized once and reused until the catalog changes.
+The transports' side of the path is `transports/_calls.py`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+import orjson
+
+from .._runtime.call import Call, Writer
+from .._app.context import LOG_LEVELS, Context
+from .._wire.inputs import InputRequired, read_answers
+from .app import App, Handler
+from .legacy import LegacyDispatcher
+from ..logs import call_facts, facts_of
+from .._wire.protocol import INPUT_METHODS, NAME_FIELDS, REMOVED_METHODS, Route, method_route
+from .._wire.sealing import binding
+from .._runtime.subscriptions import PROMPTS, RESOURCES, TOOLS
+from .._app.resources import Resource, ResourceTemplate
+from .._wire.jsonrpc import (
+    INTERNAL_ERROR,
+    META_CAPABILITIES,
+    META_LOG_LEVEL,
+    META_VERSION,
+    METHOD_NOT_FOUND,
+    MODERN_VERSIONS,
+    SUPPORTED_VERSIONS,
+    McpError,
+    ResourceNotFound,
+    encode_error,
+    encode_raw_result,
+    invalid_params,
+    request_params,
+    unsupported_version,
+)
+
+if TYPE_CHECKING:
+    from .._runtime.metrics import Metrics
+
+log = logging.getLogger("mcpcore.dispatch")
+
+_MODERN_ONLY_METHODS = frozenset({"server/discover", "subscriptions/listen"})
+
+
+def _missing_meta(field: str) -> McpError:
+    return invalid_params(
+        f"params._meta is missing {field!r}: every request carries "
+        f"{META_VERSION!r} and {META_CAPABILITIES!r}",
+        {"field": field},
+    )
+
+
+def request_meta(params: dict[str, Any]) -> dict[str, Any]:
+    """The request's `_meta`, checked: required fields, supported version, log level."""
+    meta = params.get("_meta")
+    if not isinstance(meta, dict):
+        raise _missing_meta("_meta")
+    version = meta.get(META_VERSION)
+    if not isinstance(version, str):
+        raise _missing_meta(META_VERSION)
+    if not isinstance(meta.get(META_CAPABILITIES), dict):
+        raise _missing_meta(META_CAPABILITIES)
+    if version not in MODERN_VERSIONS:
+        raise unsupported_version(version)
+    level = meta.get(META_LOG_LEVEL)
+    if level is not None and level not in LOG_LEVELS:
+        raise invalid_params(f"Unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
+    return meta
+
+
+class Dispatcher:
+    """Answers the requests of one `Server` (its catalogs, sealer and subscriptions)."""
+
+    def __init__(self, server: App) -> None:
+        self.server = server
+        self._discover: bytes | None = None
+        # method → (handler, whether the server offers it right now)
+        self._methods: dict[str, tuple[Handler, Callable[[], bool]]] = {
+            "server/discover": (self._on_discover, lambda: True),
+            "tools/list": (self._on_tools_list, server.has_tools),
+            "tools/call": (self._on_tools_call, server.has_tools),
+            "resources/list": (self._on_resources_list, server.has_resources),
+            "resources/templates/list": (self._on_templates_list, server.has_resources),
+            "resources/read": (self._on_resources_read, server.has_resources),
+            "prompts/list": (self._on_prompts_list, server.has_prompts),
+            "prompts/get": (self._on_prompts_get, server.has_prompts),
+            "completion/complete": (self._on_complete, lambda: bool(server.completions)),
+            "subscriptions/listen": (self._on_listen, lambda: True),
+        }
+        self._routes = {method: method_route(method) for method in self._methods}
+        self._extension_methods: set[str] = set()  # served on the 2026-07-28 wire only
+        self._result_fields: dict[str, list[Callable[[dict[str, Any], Context], Awaitable[None]]]] = {}
+        self.legacy = LegacyDispatcher(self)
+
+    def methods(self) -> frozenset[str]:
+        """The request methods this dispatcher knows (offered now or not)."""
+        return frozenset(self._methods)
+
+    def add_method(self, method: str, handler: Handler, name_field: str | None) -> None:
+        """An extension's method, routed with the params field `Mcp-Name` mirrors."""
+        self._methods[method] = (handler, lambda: True)
+        self._routes[method] = Route(method, name_field)
+        self._extension_methods.add(method)
+
+    def add_result_fields(self, method: str, add: Callable[[dict[str, Any], Context], Awaitable[None]]) -> None:
+        """An extension's fields for the complete results of `method`."""
+        self._result_fields.setdefault(method, []).append(add)
+
+    def forget_discover(self) -> None:
+        """What is offered changed: build the discover result again on its next request."""
+        self._discover = None
+
+    # -- the seam -------------------------------------------------------
+
+    def route(self, message: dict[str, Any]) -> Route:
+        """What a request (already classified as one) is; its tool looked up once."""
+        method = message["method"]
+        if method == "tools/call":
+            params = message.get("params")
+            name = params.get("name") if isinstance(params, dict) else None
+            tool = self.server.tools.get(name) if isinstance(name, str) else None
+            if tool is not None:
+                return tool.route
+        return self._routes.get(method) or method_route(method)
+
+    def find_resource(self, uri: str) -> tuple[Resource | ResourceTemplate, dict[str, str]] | None:
+        """The resource a URI names, or the first template matching it, with the template's values."""
+        found = self.server.resources.get(uri)
+        if found is not None:
+            return found, {}
+        for template in self.server.templates:
+            variables = template.template.match(uri)
+            if variables is not None:
+                return template, variables
+        return None
+
+    def required_scopes(self, route: Route, message: dict[str, Any]) -> tuple[str, ...]:
+        """The OAuth scopes a request needs beyond the server's: those of its tool, of its prompt, or of
+        the resources it reads or follows (a subscription hears only of what its caller may read).
+        Completing an argument of a prompt or template needs what using it needs: the values are its data."""
+        if route.target is not None:
+            return route.target.scopes
+        params = message.get("params")
+        params = params if isinstance(params, dict) else {}
+        if route.method == "completion/complete":
+            return self._ref_scopes(params.get("ref"))
+        if route.method == "prompts/get" and isinstance(params.get("name"), str):
+            prompt = self.server.prompts.get(params["name"])
+            return () if prompt is None else prompt.scopes
+        uris: Any = ()
+        if route.method in ("resources/read", "resources/subscribe"):
+            uris = (params.get("uri"),)
+        elif route.method == "subscriptions/listen" and isinstance(params.get("notifications"), dict):
+            uris = params["notifications"].get("resourceSubscriptions") or ()
+        needed: dict[str, None] = {}
+        for uri in uris if isinstance(uris, (list, tuple)) else ():
+            resolved = self.find_resource(uri) if isinstance(uri, str) else None
+            needed.update(dict.fromkeys(resolved[0].scopes if resolved else ()))
+        return tuple(needed)
+
+    def _ref_scopes(self, ref: Any) -> tuple[str, ...]:
+        """The scopes of what a completion `ref` names: a prompt, or a resource template (or resource)."""
+        if not isinstance(ref, dict):
+            return ()
+        kind, server = ref.get("type"), self.server
+        if kind == "ref/prompt" and isinstance(ref.get("name"), str):
+            found: Any = server.prompts.get(ref["name"])
+        elif kind == "ref/resource" and isinstance(ref.get("uri"), str):
+            found = server.templates.get(ref["uri"]) or server.resources.get(ref["uri"])
+        else:
+            return ()
+        return () if found is None else found.scopes
+
+    def legacy_handler(self, method: str) -> Handler | None:
+        """The handler of a feature method the legacy wire shares, if the server offers it now."""
+        entry = self._methods.get(method)
+        if entry is None or method in _MODERN_ONLY_METHODS or method in self._extension_methods or not entry[1]():
+            return None
+        return entry[0]
+
+    async def handle(self, call: Call, writer: Writer) -> None:
+        """Answer one request: notifications (if any) then exactly one response."""
+        call_facts.set(facts_of(call))  # for the log records of this call (its task's own context)
+        server = self.server
+        metrics = server.metrics
+        started = time.perf_counter() if metrics is not None else 0.0
+        request_id = call.message.get("id")
+        code: int | None = INTERNAL_ERROR  # until known (a cancelled call is counted as such)
+        dispatch = self._dispatch if call.session is None else self.legacy.dispatch
+        try:
+            try:
+                if server.middleware:
+                    from ..middleware import chain  # loaded only by a server that has middleware
+
+                    result = await chain(server.middleware, lambda current: dispatch(current, writer))(call)
+                else:
+                    result = await dispatch(call, writer)
+                code, response = None, encode_raw_result(request_id, result)
+            except McpError as error:
+                code, response = error.code, encode_error(request_id, error)
+            except Exception:  # a bug on our side or in user code outside a tool
+                log.exception("internal error answering %s request %r", call.message.get("method"), request_id)
+                response = encode_error(request_id, McpError(INTERNAL_ERROR, "Internal error"))
+            if not call.cancelled:
+                await writer.respond(response, code)
+        finally:
+            if metrics is not None:
+                self._count(metrics, call, code, time.perf_counter() - started)
+
+    @staticmethod
+    def _count(metrics: Metrics, call: Call, code: int | None, seconds: float) -> None:
+        route = call.route
+        method = route.method if route is not None else str(call.message.get("method"))
+        metrics.call_ended(method, call.tool, code, call.cancelled, seconds)
+
+    async def _dispatch(self, call: Call, writer: Writer) -> bytes:
+        if call.route is None:
+            call.route = self.route(call.message)
+        route = call.route
+        method = route.method
+        params = request_params(call.message)
+        if method == "initialize":
+            raise McpError(
+                METHOD_NOT_FOUND,
+                "initialize is not used on the stateless wire: this request claims protocol "
+                f"{MODERN_VERSIONS[0]} in _meta; send initialize without that claim to open a "
+                f"2025-era session (versions {', '.join(SUPPORTED_VERSIONS)}; see server/discover)",
+                {"supported": list(SUPPORTED_VERSIONS)},
+            )
+        meta = request_meta(params)
+        entry = self._methods.get(method)
+        if entry is None or not entry[1]():
+            reason = REMOVED_METHODS.get(method)
+            if reason:
+                raise McpError(METHOD_NOT_FOUND, f"Method not found: {method!r}; {reason}")
+            raise McpError(METHOD_NOT_FOUND, f"Method not found: {method!r}")
+        context = Context(call, writer, meta, self.server)
+        if method in INPUT_METHODS:
+            result = await self._with_inputs(entry[0], route, params, context)
+        else:
+            result = await entry[0](route, params, context)
+        adders = self._result_fields.get(method)
+        if adders:
+            result = orjson.loads(result) if isinstance(result, bytes) else result  # a cached page, opened for them
+            if result.get("resultType", "complete") == "complete":
+                for add in adders:
+                    await add(result, context)
+        if isinstance(result, bytes):
+            return result
+        result_meta = self.server.result_meta
+        result.setdefault("resultType", "complete")
+        result["_meta"] = {**result_meta, **result["_meta"]} if "_meta" in result else result_meta
+        return orjson.dumps(result)
+
+    # -- the sealing front (multi round-trip requests) -------------------
+
+    async def _with_inputs(self, handler: Handler, route: Route, params: dict[str, Any], context: Context) -> dict[str, Any] | bytes:
+        """Run a handler that may ask for input; on a retry, open its sealed state first."""
+        method = route.method
+        sealer = self.server.sealer
+
+        def bound() -> str:  # computed only when state is opened or sealed
+            target = params.get(NAME_FIELDS[method])
+            arguments = None if method == "resources/read" else params.get("arguments") or {}
+            return binding(method, target if isinstance(target, str) else "", arguments, context.principal)
+
+        responses = params.get("inputResponses")
+        if responses is not None and not isinstance(responses, dict):
+            raise invalid_params("inputResponses must be an object keyed by input request name")
+        asked = None
+        if params.get("requestState") is not None:
+            payload = sealer.open(params["requestState"], bound())
+            context.state, asked = payload.get("state"), payload.get("asked") or {}
+        context.answers = read_answers(responses or {}, asked)
+        try:
+            return await handler(route, params, context)
+        except InputRequired as ask:
+            result, payload = ask.result(context.client_capabilities)
+            result["requestState"] = sealer.seal(payload, bound())
+            return result
+
+    # -- methods --------------------------------------------------------
+
+    async def _on_discover(self, route: Route, params: dict[str, Any], context: Context) -> bytes:
+        if self._discover is None:
+            server = self.server
+            result: dict[str, Any] = {
+                "resultType": "complete",
+                "supportedVersions": list(SUPPORTED_VERSIONS),
+                "capabilities": server.capabilities(),
+            }
+            if server.instructions:
+                result["instructions"] = server.instructions
+            result.update(ttlMs=server.cache.ttl_ms, cacheScope=server.cache.cache_scope, _meta=server.result_meta)
+            self._discover = orjson.dumps(result)
+        return self._discover
+
+    async def _on_tools_list(self, route: Route, params: dict[str, Any], context: Context) -> bytes:
+        return self.server.tools.page(params.get("cursor"), self.server.result_meta, self._shown(context))
+
+    async def _on_resources_list(self, route: Route, params: dict[str, Any], context: Context) -> bytes:
+        return self.server.resources.page(params.get("cursor"), self.server.result_meta, self._shown(context))
+
+    async def _on_templates_list(self, route: Route, params: dict[str, Any], context: Context) -> bytes:
+        return self.server.templates.page(params.get("cursor"), self.server.result_meta, self._shown(context))
+
+    async def _on_prompts_list(self, route: Route, params: dict[str, Any], context: Context) -> bytes:
+        return self.server.prompts.page(params.get("cursor"), self.server.result_meta, self._shown(context))
+
+    def _shown(self, context: Context) -> Callable[[Any], bool] | None:
+        """Which items a list shows its caller: all (None), unless the server lists by scope
+        (`Auth(list_by_scope=True)`) and the caller has a token: then what its scopes permit."""
+        auth, token = self.server.auth, context.auth
+        if auth is None or token is None or not auth.list_by_scope:
+            return None
+        return lambda item: token.scopes.issuperset(item.scopes)
+
+    async def _on_tools_call(self, route: Route, params: dict[str, Any], context: Context) -> dict[str, Any]:
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise invalid_params('tools/call needs a string "name"')
+        tool = route.target
+        if tool is None:
+            raise invalid_params(f"Unknown tool: {name!r}", {"name": name})
+        arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        elif not isinstance(arguments, dict):
+            raise invalid_params('tools/call "arguments" must be a JSON object')
+        if tool.task != "forbidden":
+            return await self.server.tasks.call(tool, arguments, params, context)
+        return await tool.call(arguments, context)
+
+    async def _on_resources_read(self, route: Route, params: dict[str, Any], context: Context) -> dict[str, Any]:
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            raise invalid_params('resources/read needs a string "uri"')
+        resolved = self.find_resource(uri)
+        if resolved is None:
+            raise ResourceNotFound(uri)
+        found, variables = resolved
+        hints = found.cache.over(self.server.cache)
+        contents = await found.read(uri, variables, context)
+        return {"contents": contents, "ttlMs": hints.ttl_ms, "cacheScope": hints.cache_scope}
+
+    async def _on_prompts_get(self, route: Route, params: dict[str, Any], context: Context) -> dict[str, Any]:
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise invalid_params('prompts/get needs a string "name"')
+        prompt = self.server.prompts.get(name)
+        if prompt is None:
+            raise invalid_params(f"Unknown prompt: {name!r}", {"name": name})
+        return await prompt.get(params.get("arguments"), context)
+
+    async def _on_complete(self, route: Route, params: dict[str, Any], context: Context) -> dict[str, Any]:
+        server = self.server
+
+        def known(kind: str, target: str) -> bool:
+            if kind == "ref/prompt":
+                return server.prompts.get(target) is not None
+            return server.templates.get(target) is not None or server.resources.get(target) is not None
+
+        return await server.completions.complete(params, known)
+
+    async def _on_listen(self, route: Route, params: dict[str, Any], context: Context) -> dict[str, Any]:
+        server = self.server
+        offered = {TOOLS: server.has_tools(), PROMPTS: server.has_prompts(), RESOURCES: server.has_resources()}
+        wanted = params.get("notifications")
+        task_ids = frozenset()
+        if server.offers_tasks and isinstance(wanted, dict) and "taskIds" in wanted:
+            task_ids = await server.tasks.followed(wanted["taskIds"], context)
+        lifetime = None if context.auth is None else context.auth.lifetime()
+        return await server.subscriptions.listen(wanted, offered, context.request_id, context.send_notification, task_ids,
+                                                 lifetime)

@@ -1,0 +1,344 @@
+"""`Server`: the app API — register tools, resources, prompts and completions, then run.
+
+What is registered lives in catalogs (`_app/catalog.py`). A request is answered by
+the `Dispatcher` (`dispatch.py`; `route` and `handle` hand over to it),
+argument completions by `Completions` (`_app/completions.py`) and
+`subscriptions/listen` by `Subscriptions` (`_runtime/subscriptions.py`). A change to
+what is offered reaches open subscriptions through the bus.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, AsyncContextManager, Callable, Protocol, Sequence, TypeVar, overload
+
+from .._runtime.call import Call, Writer
+from .._app.catalog import CacheHints, Catalog
+from .._app.completions import Completions
+from .._runtime.defaults import SUBSCRIPTION_MAX_URIS, SYNC_MAX_THREADS
+from .dispatch import Dispatcher
+from ..extensions import Extension
+from .._runtime.lifespan import Lifespan
+from .._app.prompts import Prompt
+from .._wire.protocol import Route
+from .._app.resources import Resource, ResourceTemplate
+from ..routes import CustomRoute, RouteFunction, custom_route
+from .._wire.sealing import DEFAULT_TTL_SECONDS, Sealer
+from ..tasks import Tasks
+from .._runtime.subscriptions import PROMPTS, RESOURCE, RESOURCES, TOOLS, Bus, Change, LocalBus, Subscriptions
+from .._runtime.threads import ThreadPool
+from .._app.tools import Tool
+from .._wire.jsonrpc import META_SERVER_INFO
+
+if TYPE_CHECKING:  # imported only where used: a server without them does not load them
+    from ..auth import Auth
+    from .._runtime.session import SessionStore
+    from ..taskstore import TaskStore
+    from .._runtime.metrics import Metrics
+    from ..middleware import Middleware
+
+F = TypeVar("F", bound=Callable[..., Any])
+LifespanFactory = Callable[["Server"], AsyncContextManager[Any]]  # `Server(lifespan=...)`: start-up, yield, shut-down
+
+
+class SharedState(Protocol):
+    """What several processes of one server share (`Server(store=...)`; `redisstate.RedisState`)."""
+
+    bus: Bus  # changes, to the subscriptions of every process
+    tasks: TaskStore  # tasks, reachable from every process
+    sessions: SessionStore | None  # 2025-era HTTP sessions, served by every process (None: each process its own)
+
+    async def start(self, server: Server) -> None:
+        """Connect and check (the lifespan's first step); raise when it cannot serve."""
+
+    async def aclose(self) -> None:
+        """Disconnect (the lifespan's last step)."""
+
+
+class Server:
+    """An MCP server: register tools, resources and prompts, then run it.
+
+    >>> server = Server("demo", version="1.0.0")
+    >>> @server.tool
+    ... def echo(text: str) -> str:
+    ...     return text
+    """
+
+    def __init__(
+        self,
+        name: str,
+        version: str = "0.1.0",
+        instructions: str | None = None,
+        *,
+        page_size: int = 100,
+        ttl_ms: int = 0,
+        cache_scope: str = "private",
+        state_keys: Sequence[str | bytes] | None = None,
+        state_ttl_seconds: float = DEFAULT_TTL_SECONDS,
+        bus: Bus | None = None,
+        max_subscriptions: int = 1000,
+        max_subscription_uris: int = SUBSCRIPTION_MAX_URIS,
+        max_threads: int = SYNC_MAX_THREADS,
+        lifespan: LifespanFactory | None = None,
+        auth: Auth | None = None,
+        metrics: bool = False,
+        middleware: Sequence[Middleware] = (),
+        mask_errors: bool = False,
+        strict: bool = False,
+        store: SharedState | None = None,
+    ) -> None:
+        if page_size < 1:
+            raise ValueError("page_size must be at least 1")
+        if ttl_ms is None or cache_scope is None:
+            raise ValueError("a server needs a default ttl_ms and cache_scope (per-item hints may be None)")
+        self.name = name
+        self.version = version
+        self.instructions = instructions
+        self.cache = CacheHints(ttl_ms, cache_scope)
+        self.sealer = Sealer(state_keys, state_ttl_seconds)
+        self.store = store  # state shared with other processes (redisstate.py): its bus and task store
+        self.subscriptions = Subscriptions(bus or (store.bus if store else LocalBus()), max_subscriptions, max_subscription_uris)
+        self.result_meta = {META_SERVER_INFO: {"name": name, "version": version}}
+        self.tools: Catalog[Tool] = Catalog("tools", page_size, self.cache, lambda: self._changed(TOOLS))
+        self.resources: Catalog[Resource] = Catalog("resources", page_size, self.cache, lambda: self._changed(RESOURCES))
+        self.templates: Catalog[ResourceTemplate] = Catalog(
+            "resourceTemplates", page_size, self.cache, lambda: self._changed(RESOURCES)
+        )
+        self.prompts: Catalog[Prompt] = Catalog("prompts", page_size, self.cache, lambda: self._changed(PROMPTS))
+        self.completions = Completions()
+        self.threads = ThreadPool(max_threads)
+        self.auth = auth  # HTTP requests need a bearer token it accepts (stdio is unauthenticated)
+        self.middleware = tuple(middleware)  # around every call, the first one outermost (middleware.py)
+        self.strict = strict  # arguments only as sent: no "41" read as 41 (a tool's strict= overrides it)
+        self.mask_errors = mask_errors  # a tool's unexpected exception: a generic message and a logged reference
+        self.custom_routes: dict[str, CustomRoute] = {}  # plain HTTP routes beside the endpoint (routes.py)
+        self.extensions: dict[str, Extension] = {}  # by identifier (extensions.py)
+        self.offers_resources = False  # True: resources are announced and served even while none is registered
+        self._tasks: Tasks | None = None  # the Tasks extension, once a tool or the app asks for it
+        self.metrics: Metrics | None = None  # counted when on; the HTTP server serves /metrics
+        if metrics:
+            from .._runtime.metrics import Metrics
+
+            self.metrics = Metrics()
+        self.lifespan: Lifespan[Server] = Lifespan(self, lifespan)  # every transport serves inside `async with server.lifespan`
+        self.dispatcher = Dispatcher(self)
+
+    @property
+    def tasks(self) -> Tasks:
+        """The Tasks extension (`mcpcore.tasks`), declared on first use: a tool registered with
+        `task="optional"` or `"required"` uses it; `server.tasks.configure(...)` sets it up."""
+        if self._tasks is None:
+            self._tasks = Tasks(self)
+        return self._tasks
+
+    def use_store(self, store: SharedState) -> None:
+        """Share state with other processes through `store` (before serving): its bus carries changes,
+        its task store keeps tasks, its session store 2025-era HTTP sessions (`mcpcore run --redis URL`
+        does this with a `RedisState`)."""
+        if self.lifespan.entered:
+            raise RuntimeError("use_store() comes before the server serves")
+        self.store = store
+        self.subscriptions.bus = store.bus
+        if self._tasks is not None:
+            self._tasks.store = store.tasks
+
+    @property
+    def offers_tasks(self) -> bool:
+        """Whether the Tasks extension is declared (without declaring it)."""
+        return self._tasks is not None
+
+    @property
+    def bus(self) -> Bus:
+        """Where changes to what is offered are announced (`Server(bus=...)`)."""
+        return self.subscriptions.bus
+
+    # -- registration ---------------------------------------------------
+
+    @overload
+    def tool(self, fn: F) -> F: ...
+
+    @overload
+    def tool(self, fn: None = None, **options: Any) -> Callable[[F], F]: ...
+
+    def tool(self, fn: Any = None, **options: Any) -> Any:
+        """Register a function as a tool: `@server.tool` or `@server.tool(name=..., ...)`.
+
+        Options: name, title, description, input_schema (raw JSON Schema, kept
+        verbatim), output_schema, annotations, requires (client capabilities),
+        meta, ttl_ms, cache_scope, scopes (OAuth scopes a caller's token needs, with
+        `Server(auth=...)`), inline (a sync function runs on the event loop instead of
+        a worker thread: only for trivial, never-blocking functions), strict (True: no
+        argument coercion for this tool; None: the server's `strict`), task ("optional" or
+        "required": a client that declared the Tasks extension gets a task to poll;
+        default "forbidden"), task_after_input (gather MRTR input before becoming a task).
+        """
+        if fn is None:
+            return lambda f: self.tool(f, **options)
+        self.add_tool(fn, **options)
+        return fn
+
+    def add_tool(self, fn: Callable[..., Any], *, ttl_ms: int | None = None, cache_scope: str | None = None, **options: Any) -> Tool:
+        tool = Tool(fn, cache=CacheHints(ttl_ms, cache_scope), **options)
+        if tool.task != "forbidden":
+            self.tasks  # declares the extension
+        return self.tools.add(tool)
+
+    def remove_tool(self, name: str) -> None:
+        self.tools.remove(name)
+
+    def resource(self, uri: str, **options: Any) -> Callable[[F], F]:
+        """Register a resource; a URI with `{...}` registers an RFC 6570 template.
+
+        Options: name, title, description, mime_type, ttl_ms, cache_scope, scopes (OAuth
+        scopes a caller's token needs to read it, with `Server(auth=...)`).
+        """
+
+        def register(fn: F) -> F:
+            self.add_resource(fn, uri, **options)
+            return fn
+
+        return register
+
+    def add_resource(
+        self, fn: Callable[..., Any], uri: str, *, ttl_ms: int | None = None, cache_scope: str | None = None, **options: Any
+    ) -> Resource | ResourceTemplate:
+        cache = CacheHints(ttl_ms, cache_scope)
+        if "{" in uri:
+            return self.templates.add(ResourceTemplate(fn, uri, cache=cache, **options))
+        return self.resources.add(Resource(fn, uri, cache=cache, **options))
+
+    def remove_resource(self, uri: str) -> None:
+        """Remove a resource by URI, or a template by its template string."""
+        (self.templates if self.templates.get(uri) is not None else self.resources).remove(uri)
+
+    @overload
+    def prompt(self, fn: F) -> F: ...
+
+    @overload
+    def prompt(self, fn: None = None, **options: Any) -> Callable[[F], F]: ...
+
+    def prompt(self, fn: Any = None, **options: Any) -> Any:
+        """Register a prompt: `@server.prompt` or `@server.prompt(name=..., title=...)`.
+
+        Options: name, title, description, ttl_ms, cache_scope, scopes (OAuth scopes a
+        caller's token needs to get it, with `Server(auth=...)`).
+        """
+        if fn is None:
+            return lambda f: self.prompt(f, **options)
+        self.add_prompt(fn, **options)
+        return fn
+
+    def add_prompt(self, fn: Callable[..., Any], *, ttl_ms: int | None = None, cache_scope: str | None = None, **options: Any) -> Prompt:
+        return self.prompts.add(Prompt(fn, cache=CacheHints(ttl_ms, cache_scope), **options))
+
+    def remove_prompt(self, name: str) -> None:
+        self.prompts.remove(name)
+
+    def completion(self, *, argument: str, prompt: str | None = None, resource: str | None = None) -> Callable[[F], F]:
+        """Register completions for one argument of a prompt or resource template.
+
+        The function takes the partial `value` (and optionally a dict of the
+        other arguments already resolved) and returns a list of strings.
+        """
+        if (prompt is None) == (resource is None):
+            raise ValueError("completion() needs exactly one of prompt=... or resource=...")
+        kind, target = ("ref/prompt", prompt) if prompt is not None else ("ref/resource", resource)
+
+        def register(fn: F) -> F:
+            self.completions.add(fn, kind, target, argument)  # type: ignore[arg-type]
+            self.dispatcher.forget_discover()
+            return fn
+
+        return register
+
+    def extension(self, identifier: str, settings: dict[str, Any] | None = None) -> Extension:
+        """Declare a protocol extension (announced in `server/discover`); register its methods and
+        result fields on what this returns (see `mcpcore.extensions`)."""
+        if identifier in self.extensions:
+            raise ValueError(f"extension {identifier!r} is already declared")
+        found = self.extensions[identifier] = Extension(self, identifier, settings)
+        self.dispatcher.forget_discover()
+        return found
+
+    def custom_route(
+        self, path: str, *, methods: Sequence[str] = ("GET",), public: bool = False
+    ) -> Callable[[RouteFunction], RouteFunction]:
+        """Serve `fn(request: HttpRequest) -> HttpResponse | dict | list` at `path` over HTTP (both
+        HTTP transports; not a web framework, see `mcpcore.routes`). With `Server(auth=...)` it needs
+        a token like the endpoint unless `public=True`. A sync function runs on the worker pool."""
+
+        def register(fn: RouteFunction) -> RouteFunction:
+            self.custom_routes[path] = custom_route(path, fn, methods, public, tuple(self.custom_routes))
+            return fn
+
+        return register
+
+    # -- the seam -------------------------------------------------------
+
+    def route(self, message: dict[str, Any]) -> Route:
+        """What a request is (see `Dispatcher.route`); transports put it on the `Call`."""
+        return self.dispatcher.route(message)
+
+    async def handle(self, call: Call, writer: Writer) -> None:
+        """Answer one request: notifications (if any) then exactly one response."""
+        await self.dispatcher.handle(call, writer)
+
+    # -- what is offered --------------------------------------------------
+
+    def has_tools(self) -> bool:
+        return len(self.tools) > 0
+
+    def has_resources(self) -> bool:
+        return self.offers_resources or len(self.resources) + len(self.templates) > 0
+
+    def has_prompts(self) -> bool:
+        return len(self.prompts) > 0
+
+    def _changed(self, kind: str) -> None:
+        self.dispatcher.forget_discover()
+        self.bus.publish(Change(kind))
+
+    # -- announcing changes -------------------------------------------
+
+    def notify_tools_changed(self) -> None:
+        """Tell subscribers the tool list changed (automatic on add/remove)."""
+        self.bus.publish(Change(TOOLS))
+
+    def notify_prompts_changed(self) -> None:
+        """Tell subscribers the prompt list changed (automatic on add/remove)."""
+        self.bus.publish(Change(PROMPTS))
+
+    def notify_resources_changed(self) -> None:
+        """Tell subscribers the resource list changed (automatic on add/remove)."""
+        self.bus.publish(Change(RESOURCES))
+
+    def notify_resource_updated(self, uri: str) -> None:
+        """Tell subscribers of `uri` that the resource changed."""
+        self.bus.publish(Change(RESOURCE, uri))
+
+    def close_subscriptions(self) -> None:
+        """End every open subscription gracefully (each gets its final result)."""
+        self.subscriptions.close_all()
+
+    def capabilities(self, extensions: bool = True) -> dict[str, Any]:
+        """What this server offers right now (as sent by `server/discover`; the 2025-era
+        `initialize` leaves out `extensions`, which its revisions do not define)."""
+        capabilities: dict[str, Any] = {"logging": {}}
+        if extensions and self.extensions:
+            capabilities["extensions"] = {ext.id: ext.settings for ext in self.extensions.values()}
+        if self.completions:
+            capabilities["completions"] = {}
+        if self.has_prompts():
+            capabilities["prompts"] = {"listChanged": True}
+        if self.has_resources():
+            capabilities["resources"] = {"subscribe": True, "listChanged": True}
+        if self.has_tools():
+            capabilities["tools"] = {"listChanged": True}
+        return capabilities
+
+    # -- running --------------------------------------------------------
+
+    def run(self, transport: str = "stdio", **options: Any) -> None:
+        """Serve until stdin closes or a signal arrives (blocking)."""
+        from .._cli.runner import run
+
+        run(self, transport, **options)
