@@ -7,13 +7,13 @@ tools, content helpers, `ToolError` for failures the model should read, and
 
 __version__ = "0.1.0"
 
-from ._runtime.call import Call, Writer
 from ._app.content import Audio, EmbeddedResource, Image, ResourceLink, ToolResult
 from ._app.context import Context
-from ._wire.inputs import Elicit, ElicitAnswer, ElicitUrl, InputRequired, ListRoots, Root, Sample, SampleAnswer
 from ._app.prompts import Message
-from ._serving.server import Server
 from ._app.typeschema import Field
+from ._runtime.call import Call, Writer
+from ._serving.server import Server
+from ._wire.inputs import Elicit, ElicitAnswer, ElicitUrl, InputRequired, ListRoots, Root, Sample, SampleAnswer
 from ._wire.jsonrpc import InvalidParams, McpError, ResourceNotFound, ToolError
 
 __all__ = [

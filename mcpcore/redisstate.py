@@ -55,8 +55,8 @@ from redis.exceptions import RedisError, WatchError
 from ._runtime.defaults import HTTP_SESSION_EVENTS
 from ._runtime.session import SessionChange, SessionRecord, Sessions, StoredEvent, share_taken
 from ._runtime.subscriptions import Change, LocalBus, Subscriber, on_the_loop
-from .taskstore import RecordChange, TaskRecord, TooManyTasks
 from ._wire.jsonrpc import INTERNAL_ERROR, McpError
+from .taskstore import RecordChange, TaskRecord, TooManyTasks
 
 if TYPE_CHECKING:
     from ._serving.server import Server

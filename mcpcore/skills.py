@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, Union
 from urllib.parse import quote
 
 from ._app.catalog import decode_cursor, encode_cursor
-from .frontmatter import FrontMatterError, parse_front_matter
 from ._app.resources import Resource
 from ._wire.jsonrpc import invalid_params
+from .frontmatter import FrontMatterError, parse_front_matter
 
 if TYPE_CHECKING:
     from ._app.context import Context

@@ -42,16 +42,26 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Protocol
 import anyio
 import orjson
 
-from ._runtime.call import Call
 from ._app.catalog import Catalog
-from ._app.context import Context, Host as ContextHost
+from ._app.context import Context
+from ._app.context import Host as ContextHost
 from ._app.tools import TASK_MODES, Tool
-from .extensions import Extension
+from ._runtime.call import Call
 from ._runtime.subscriptions import TASK, Bus, Change, Subscriptions
 from ._wire.inputs import ElicitAnswer, InputRequired, SampleAnswer, parse_answer, read_answers
+from ._wire.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    LATEST_VERSION,
+    META_LOG_LEVEL,
+    METHOD_NOT_FOUND,
+    MODERN_VERSIONS,
+    McpError,
+    invalid_params,
+    missing_capability,
+)
+from .extensions import Extension
 from .taskstore import MemoryTaskStore, TaskRecord, TaskStore, TooManyTasks
-from ._wire.jsonrpc import (INTERNAL_ERROR, INVALID_REQUEST, LATEST_VERSION, META_LOG_LEVEL, METHOD_NOT_FOUND, MODERN_VERSIONS, McpError,
-                   invalid_params, missing_capability)
 
 if TYPE_CHECKING:
     from .auth import AccessToken

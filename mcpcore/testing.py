@@ -35,10 +35,10 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Mapping, S
 
 import orjson
 
-from ._runtime.call import Call
-from ._serving.server import Server
-from ._runtime.session import Session
 from ._app.signature import run_callback
+from ._runtime.call import Call
+from ._runtime.session import Session
+from ._serving.server import Server
 from ._wire.jsonrpc import (
     INVALID_PARAMS,
     LEGACY_VERSIONS,

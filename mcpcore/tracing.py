@@ -13,8 +13,8 @@ from typing import Any
 
 from . import __version__
 from ._runtime.call import Call
-from .middleware import Middleware, Next
 from ._wire.jsonrpc import McpError
+from .middleware import Middleware, Next
 
 __all__ = ["tracing"]
 

@@ -32,9 +32,18 @@ import anyio
 import orjson
 
 from mcpcore._runtime.call import Call, Writer
-from mcpcore._serving.server import Server
 from mcpcore._runtime.session import Session
-from mcpcore._wire.jsonrpc import INVALID_REQUEST, MAX_NESTING, PARSE_ERROR, McpError, classify, is_request_id, readable_id, too_deep
+from mcpcore._serving.server import Server
+from mcpcore._wire.jsonrpc import (
+    INVALID_REQUEST,
+    MAX_NESTING,
+    PARSE_ERROR,
+    McpError,
+    classify,
+    is_request_id,
+    readable_id,
+    too_deep,
+)
 
 log = logging.getLogger("mcpcore.transports.calls")
 

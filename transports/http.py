@@ -29,9 +29,9 @@ import h11
 from mcpcore._serving.server import Server
 from mcpcore._wire.jsonrpc import INVALID_REQUEST, McpError
 
+from ._flow import WriteFlow
 from ._http.config import HttpConfig
 from ._http.exchange import GET_ONLY, Endpoint, Exchange, Fixed
-from ._flow import WriteFlow
 from ._http.rules import Rejection, public_bind_refusal
 
 log = logging.getLogger(__name__)

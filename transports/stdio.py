@@ -26,10 +26,10 @@ import anyio
 
 from mcpcore._runtime.call import Call
 from mcpcore._runtime.defaults import STDIO_GRACE_PERIOD, STDIO_MAX_HELD, STDIO_MAX_IN_FLIGHT, STDIO_MAX_LINE_BYTES
-from mcpcore._wire.protocol import claims_modern
-from mcpcore._serving.server import Server
 from mcpcore._runtime.session import Session
+from mcpcore._serving.server import Server
 from mcpcore._wire.jsonrpc import INVALID_REQUEST, NOTIFICATION, REQUEST, RESPONSE, McpError, encode_error
+from mcpcore._wire.protocol import claims_modern
 
 from ._calls import CallRunner, Malformed, cancelled_request, read_message, take_response
 from ._flow import WriteFlow

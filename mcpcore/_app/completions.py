@@ -11,8 +11,8 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable
 
-from .signature import run_callback
 from .._wire.jsonrpc import invalid_params
+from .signature import run_callback
 
 MAX_COMPLETIONS = 100  # values per reply, as the spec allows
 

@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Any, Mapping, Protocol
 from .._runtime.call import Call, Writer
 from .._runtime.lifespan import Lifespan
 from .._runtime.threads import ThreadPool
-from .._wire.jsonrpc import META_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_VERSION, encode_notification, missing_capability
+from .._wire.jsonrpc import (
+    META_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_LOG_LEVEL,
+    META_VERSION,
+    encode_notification,
+    missing_capability,
+)
 
 if TYPE_CHECKING:
     from ..auth import AccessToken

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from .._wire.jsonrpc import invalid_params
 from .catalog import CacheHints
 from .content import to_content
 from .context import Context
 from .signature import FunctionInfo
-from .._wire.jsonrpc import invalid_params
 
 
 @dataclass(frozen=True)

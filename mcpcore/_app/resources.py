@@ -13,13 +13,13 @@ from typing import Any, Callable, Sequence
 
 import orjson
 
+from .._wire.jsonrpc import invalid_params
+from .._wire.uritemplate import UriTemplate
 from .catalog import CacheHints
 from .content import EmbeddedResource, _b64
 from .context import Context
 from .signature import FunctionInfo
 from .typeschema import split_annotated
-from .._wire.uritemplate import UriTemplate
-from .._wire.jsonrpc import invalid_params
 
 
 def _metadata(

@@ -14,11 +14,11 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .._wire.inputs import InputRequired
+from .._wire.jsonrpc import INTERNAL_ERROR, McpError
 from . import docstrings
 from .context import Context
-from .._wire.inputs import InputRequired
 from .typeschema import Converter, converter_for, hoist_defs, jsonable_default, schema_for, split_annotated
-from .._wire.jsonrpc import INTERNAL_ERROR, McpError
 
 log = logging.getLogger("mcpcore.signature")
 

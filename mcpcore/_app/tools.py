@@ -14,17 +14,17 @@ from typing import Any, Callable, Sequence
 
 import orjson
 
+from .._wire.inputs import InputRequired
+from .._wire.jsonrpc import McpError, ToolError
+from .._wire.protocol import Route
+from .._wire.toolheaders import HeaderParam, header_params
+from .._wire.validation import SchemaViolation, Validator
 from .catalog import CacheHints
 from .coercion import coerce, could_coerce
 from .content import ToolResult, text_block, to_content
 from .context import Context
-from .._wire.inputs import InputRequired
-from .._wire.protocol import Route
 from .signature import FunctionInfo
-from .._wire.toolheaders import HeaderParam, header_params
 from .typeschema import hoist_defs, is_structured, schema_for, to_jsonable
-from .._wire.validation import SchemaViolation, Validator
-from .._wire.jsonrpc import McpError, ToolError
 
 log = logging.getLogger("mcpcore.tools")
 

@@ -15,8 +15,8 @@ import anyio
 import orjson
 
 from .._serving.server import Server
-from ..testing import Client
 from .._wire.jsonrpc import McpError
+from ..testing import Client
 
 __all__ = ["call", "inspect", "prompt", "read"]
 

@@ -9,9 +9,9 @@ module) is used. A callable attribute is called to build the server.
 from __future__ import annotations
 
 import argparse
-import logging
 import importlib
 import importlib.util
+import logging
 import os
 import sys
 from pathlib import Path
@@ -20,11 +20,11 @@ from typing import Any, Sequence
 
 from .. import __version__
 from .._runtime import defaults as d
-from ..logs import DEFAULT_LEVEL, FORMATS, LEVELS
 from .._runtime.lifespan import StartupError
-from .runner import TRANSPORTS, run, run_workers
-from .clientconfig import CLIENTS
 from .._serving.server import Server
+from ..logs import DEFAULT_LEVEL, FORMATS, LEVELS
+from .clientconfig import CLIENTS
+from .runner import TRANSPORTS, run, run_workers
 
 DEFAULT_ATTRIBUTES = ("server", "mcp", "app")
 

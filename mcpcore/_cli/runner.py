@@ -20,8 +20,8 @@ import anyio
 import anyio.abc
 
 from .._runtime.defaults import SUPERVISOR_ENV
-from ..logs import DEFAULT_LEVEL, configure
 from .._serving.server import Server
+from ..logs import DEFAULT_LEVEL, configure
 
 TRANSPORTS = ("stdio", "http")
 log = logging.getLogger("mcpcore.runner")

@@ -16,8 +16,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 if TYPE_CHECKING:
-    from ..auth import AccessToken
     from .._wire.protocol import Route
+    from ..auth import AccessToken
 
 NO_HEADERS: Mapping[str, str] = MappingProxyType({})
 

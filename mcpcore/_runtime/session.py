@@ -34,10 +34,10 @@ from typing import Any, Awaitable, Callable, Iterator, Protocol
 import anyio
 import orjson
 
+from .._wire.jsonrpc import INVALID_REQUEST, McpError, encode_notification, is_request_id
 from .call import Call, Writer
 from .defaults import HTTP_SESSION_SHARE
 from .subscriptions import METHODS, PROMPTS, RESOURCES, TOOLS, Bus, Filter, Subscriber, deadline
-from .._wire.jsonrpc import INVALID_REQUEST, McpError, encode_notification, is_request_id
 
 log = logging.getLogger("mcpcore.session")
 

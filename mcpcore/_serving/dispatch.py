@@ -19,16 +19,11 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import orjson
 
-from .._runtime.call import Call, Writer
 from .._app.context import LOG_LEVELS, Context
-from .._wire.inputs import InputRequired, read_answers
-from .app import App, Handler
-from .legacy import LegacyDispatcher
-from ..logs import call_facts, facts_of
-from .._wire.protocol import INPUT_METHODS, NAME_FIELDS, REMOVED_METHODS, Route, method_route
-from .._wire.sealing import binding
-from .._runtime.subscriptions import PROMPTS, RESOURCES, TOOLS
 from .._app.resources import Resource, ResourceTemplate
+from .._runtime.call import Call, Writer
+from .._runtime.subscriptions import PROMPTS, RESOURCES, TOOLS
+from .._wire.inputs import InputRequired, read_answers
 from .._wire.jsonrpc import (
     INTERNAL_ERROR,
     META_CAPABILITIES,
@@ -45,6 +40,11 @@ from .._wire.jsonrpc import (
     request_params,
     unsupported_version,
 )
+from .._wire.protocol import INPUT_METHODS, NAME_FIELDS, REMOVED_METHODS, Route, method_route
+from .._wire.sealing import binding
+from ..logs import call_facts, facts_of
+from .app import App, Handler
+from .legacy import LegacyDispatcher
 
 if TYPE_CHECKING:
     from .._runtime.metrics import Metrics

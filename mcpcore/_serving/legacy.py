@@ -26,14 +26,12 @@ from typing import Any, Awaitable
 
 import orjson
 
-from .._runtime.call import Call, Writer
-from .app import Handler, Methods
 from .._app.context import LOG_LEVELS, Context
+from .._runtime.call import Call, Writer
 from .._runtime.defaults import SESSION_MAX_URI_LENGTH
-from .._wire.inputs import InputRequired, read_answers
-from .._wire.protocol import INPUT_METHODS, Route
 from .._runtime.session import Session, SessionRecord, Sessions
 from .._runtime.subscriptions import PROMPTS, RESOURCES, TOOLS
+from .._wire.inputs import InputRequired, read_answers
 from .._wire.jsonrpc import (
     INVALID_REQUEST,
     LEGACY_VERSIONS,
@@ -48,8 +46,8 @@ from .._wire.jsonrpc import (
     invalid_params,
     request_params,
 )
-
-
+from .._wire.protocol import INPUT_METHODS, Route
+from .app import Handler, Methods
 
 log = logging.getLogger("mcpcore.legacy")
 

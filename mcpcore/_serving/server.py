@@ -11,30 +11,30 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, AsyncContextManager, Callable, Protocol, Sequence, TypeVar, overload
 
-from .._runtime.call import Call, Writer
 from .._app.catalog import CacheHints, Catalog
 from .._app.completions import Completions
-from .._runtime.defaults import SUBSCRIPTION_MAX_URIS, SYNC_MAX_THREADS
-from .dispatch import Dispatcher
-from ..extensions import Extension
-from .._runtime.lifespan import Lifespan
 from .._app.prompts import Prompt
-from .._wire.protocol import Route
 from .._app.resources import Resource, ResourceTemplate
-from ..routes import CustomRoute, RouteFunction, custom_route
-from .._wire.sealing import DEFAULT_TTL_SECONDS, Sealer
-from ..tasks import Tasks
+from .._app.tools import Tool
+from .._runtime.call import Call, Writer
+from .._runtime.defaults import SUBSCRIPTION_MAX_URIS, SYNC_MAX_THREADS
+from .._runtime.lifespan import Lifespan
 from .._runtime.subscriptions import PROMPTS, RESOURCE, RESOURCES, TOOLS, Bus, Change, LocalBus, Subscriptions
 from .._runtime.threads import ThreadPool
-from .._app.tools import Tool
 from .._wire.jsonrpc import META_SERVER_INFO
+from .._wire.protocol import Route
+from .._wire.sealing import DEFAULT_TTL_SECONDS, Sealer
+from ..extensions import Extension
+from ..routes import CustomRoute, RouteFunction, custom_route
+from ..tasks import Tasks
+from .dispatch import Dispatcher
 
 if TYPE_CHECKING:  # imported only where used: a server without them does not load them
-    from ..auth import Auth
-    from .._runtime.session import SessionStore
-    from ..taskstore import TaskStore
     from .._runtime.metrics import Metrics
+    from .._runtime.session import SessionStore
+    from ..auth import Auth
     from ..middleware import Middleware
+    from ..taskstore import TaskStore
 
 F = TypeVar("F", bound=Callable[..., Any])
 LifespanFactory = Callable[["Server"], AsyncContextManager[Any]]  # `Server(lifespan=...)`: start-up, yield, shut-down

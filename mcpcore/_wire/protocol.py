@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from .toolheaders import HeaderParam
 from .jsonrpc import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
@@ -27,6 +26,7 @@ from .jsonrpc import (
     RATE_LIMITED,
     UNSUPPORTED_VERSION,
 )
+from .toolheaders import HeaderParam
 
 # The request param that `Mcp-Name` mirrors, by method.
 NAME_FIELDS: Mapping[str, str] = MappingProxyType({"tools/call": "name", "prompts/get": "name", "resources/read": "uri"})

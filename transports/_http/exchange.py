@@ -34,15 +34,16 @@ from typing import Any, Awaitable, Callable
 import h11
 import orjson
 
-from mcpcore.auth import AccessToken, Auth, AuthFailure, VerifierUnavailable
 from mcpcore._runtime.call import Call
-from mcpcore._wire.protocol import Route, http_status
-from mcpcore.routes import CustomRoute, HttpRequest
-from mcpcore._serving.server import Server
 from mcpcore._runtime.session import Session, Sessions, SessionsFull, SessionStore, StoredEvent
+from mcpcore._serving.server import Server
 from mcpcore._wire.jsonrpc import INVALID_REQUEST, NOTIFICATION, REQUEST, RESPONSE, McpError, encode_error
+from mcpcore._wire.protocol import Route, http_status
+from mcpcore.auth import AccessToken, Auth, AuthFailure, VerifierUnavailable
+from mcpcore.routes import CustomRoute, HttpRequest
 
 from .._calls import CallRunner, Malformed, cancelled_request, read_message
+from .resume import ResumableStream, StreamStore, kept_after, replay_kept
 from .rules import (
     Policy,
     Rejection,
@@ -55,7 +56,6 @@ from .rules import (
     make_policy,
 )
 from .writer import HttpWriter, Timer, response_head
-from .resume import ResumableStream, StreamStore, kept_after, replay_kept
 
 log = logging.getLogger("mcpcore.transports.exchange")
 

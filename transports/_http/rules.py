@@ -23,10 +23,18 @@ from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
 from mcpcore._runtime.defaults import HTTP_MAX_BODY_BYTES
+from mcpcore._runtime.session import Session, Sessions
+from mcpcore._wire.jsonrpc import (
+    HEADER_MISMATCH,
+    INVALID_REQUEST,
+    LEGACY_VERSIONS,
+    META_VERSION,
+    MODERN_VERSIONS,
+    RESPONSE,
+    McpError,
+)
 from mcpcore._wire.protocol import Route, claims_modern, http_status
 from mcpcore.routes import CustomRoute
-from mcpcore._runtime.session import Session, Sessions
-from mcpcore._wire.jsonrpc import HEADER_MISMATCH, INVALID_REQUEST, LEGACY_VERSIONS, META_VERSION, MODERN_VERSIONS, RESPONSE, McpError
 
 from .._calls import Inbound, Malformed, read_message, take_response
 

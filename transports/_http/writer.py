@@ -30,8 +30,8 @@ from typing import Any, Callable, Protocol
 import h11
 import orjson
 
-from mcpcore._wire.protocol import http_status
 from mcpcore._wire.jsonrpc import RATE_LIMITED
+from mcpcore._wire.protocol import http_status
 
 from .sse import sse_comment, sse_event, sse_priming
 
