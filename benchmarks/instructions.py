@@ -11,7 +11,10 @@ requests, and the difference divided by `--calls` is the cost of one request
 with start-up and warm-up cancelled out. Needs `valgrind` (an OS package).
 
 `--baseline FILE --tolerance 0.05` exits non-zero when a path costs more than 5%
-over the figure recorded in FILE (a previous `--json` output).
+over the figure recorded in FILE (a previous `--json` output). A path measured with
+its reference (`REFERENCES`: the floor or ceiling of its transport) is compared as
+a ratio to it, so a baseline recorded on one CPython build holds on another; CI
+runs it that way against `benchmarks/instructions-baseline.json` (`.ci/run`).
 """
 
 from __future__ import annotations
@@ -42,11 +45,17 @@ PATHS = {  # name → (transport, echo flavour or method, requests per chunk of 
     "http-sync-echo": ("http", "sync", 1),
     "http-tools-list": ("http", "list", 1),
     "http-echo-middleware": ("http", "middleware", 1),  # async echo behind one pass-through middleware
+    "http-session-echo": ("http", "session", 1),  # async echo inside one 2025-11-25 session (Mcp-Session-Id)
     "http-echo-jwt": ("http", "jwt", 1),  # async echo with a JWT a keep-alive connection verified once
     "http-echo-jwt-verify": ("http", "jwt-verify", 1),  # the same, the signature checked on every request
     "http-echo-asgi": ("asgi", "async", 1),  # async echo through the ASGI adapter under uvicorn's h11 protocol
     "asgi-ceiling": ("asgi", "ceiling", 1),  # a bare ASGI app answering a fixed result there: uvicorn's own cost
     "http-ceiling": ("ceiling", "async", 1),  # h11 on a bare asyncio protocol: what an HTTP request costs at least
+}
+REFERENCES = {  # path → what its transport costs at least, measured in the same run
+    "stdio-echo": "stdio-floor", "stdio-sync-echo": "stdio-floor", "stdio-echo-pipelined": "stdio-floor-pipelined",
+    "http-echo": "http-ceiling", "http-sync-echo": "http-ceiling", "http-tools-list": "http-ceiling",
+    "http-echo-middleware": "http-ceiling", "http-session-echo": "http-ceiling", "http-echo-asgi": "asgi-ceiling",
 }
 RESOURCE = "http://127.0.0.1:8000/mcp"
 KEY_FILE = "MCPCORE_BENCH_JWT_KEY"  # the environment variable naming the JWT paths' key file
@@ -83,7 +92,10 @@ class FakeTransport(asyncio.Transport):
 
 
 def request_body(flavour: str, request_id: int = 1) -> bytes:
-    if flavour == "list":
+    if flavour == "session":  # the 2025-era wire: no _meta, the session holds what it carried
+        message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                   "params": {"name": "echo", "arguments": {"text": "hello"}}}
+    elif flavour == "list":
         message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/list", "params": {"_meta": META}}
     else:
         message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
@@ -186,9 +198,10 @@ async def drive(transport: str, flavour: str, count: int, batch: int) -> None:
 
         method = b"tools/list" if flavour == "list" else b"tools/call"
         name = b"" if flavour == "list" else b"Mcp-Name: echo\r\n"
-        chunk = (b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:8000\r\nContent-Type: application/json\r\n"
-                 b"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n"
-                 b"Mcp-Method: " + method + b"\r\n" + name + extra + b"Content-Length: " + str(len(body)).encode()
+        version = b"2025-11-25" if flavour == "session" else b"2026-07-28"
+        head = (b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:8000\r\nContent-Type: application/json\r\n"
+                b"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: " + version + b"\r\n")
+        chunk = (head + b"Mcp-Method: " + method + b"\r\n" + name + extra + b"Content-Length: " + str(len(body)).encode()
                  + b"\r\n\r\n" + body)
         if transport == "asgi":
             connection = under_uvicorn(server, bare=flavour == "ceiling")
@@ -196,6 +209,8 @@ async def drive(transport: str, flavour: str, count: int, batch: int) -> None:
             connection = Ceiling() if transport == "ceiling" else _Connection(HttpServer(server, HttpConfig(port=8000)))
         connection.connection_made(FakeTransport(sink))
         feed = connection.data_received
+        if flavour == "session":
+            chunk = chunk.replace(head, head + await opened_session(feed, written), 1)
     else:
         chunk = b"".join(request_body(flavour, request_id) + b"\n" for request_id in range(1, batch + 1))
         if transport == "stdio":
@@ -219,6 +234,35 @@ async def drive(transport: str, flavour: str, count: int, batch: int) -> None:
         if answer.count(b'"result":') != batch or b'"isError":true' in answer:
             raise SystemExit(f"instructions: the answer was not {batch} result(s): {answer[:300]!r}")
         written.clear()
+
+
+async def opened_session(feed: Callable[[bytes], None], written: list[bytes]) -> bytes:
+    """Open a 2025-11-25 session on the connection `feed` writes to (initialize, then
+    notifications/initialized); its `Mcp-Session-Id` header line."""
+
+    async def post(message: dict[str, Any], session: bytes = b"") -> bytes:
+        body = json.dumps(message, separators=(",", ":")).encode()
+        feed(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:8000\r\nContent-Type: application/json\r\n"
+             b"Accept: application/json, text/event-stream\r\n" + session
+             + b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        for _ in range(100):  # the answer is written within a few turns of the loop
+            await asyncio.sleep(0)
+            answer = b"".join(written)
+            if answer.startswith(b"HTTP/1.1 ") and b"\r\n\r\n" in answer and (b'"id"' in answer or b" 202 " in answer):
+                break
+        written.clear()
+        return answer
+
+    opened = await post({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                   "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}})
+    found = re.search(rb"(?im)^mcp-session-id: *([^\r\n]+)", opened)
+    if found is None:
+        raise SystemExit(f"instructions: initialize opened no session: {opened[:300]!r}")
+    session = b"Mcp-Session-Id: " + found.group(1) + b"\r\n"
+    accepted = await post({"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+    if not accepted.startswith(b"HTTP/1.1 202"):
+        raise SystemExit(f"instructions: notifications/initialized was not accepted: {accepted[:300]!r}")
+    return session
 
 
 def runnable(python: str) -> list[str]:
@@ -278,12 +322,29 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     if args.baseline:
-        baseline = json.loads(args.baseline.read_text())
-        worse = {p: (n, baseline[p]) for p, n in figures.items() if p in baseline and n > baseline[p] * (1 + args.tolerance)}
-        for path, (now, then) in worse.items():
-            print(f"instructions: {path} costs {now:,} per request, over {then:,} (+{now / then - 1:.1%})", file=sys.stderr)
-        if worse:
+        regressions = regressed(figures, json.loads(args.baseline.read_text()), args.tolerance)
+        for line in regressions:
+            print(f"instructions: {line}", file=sys.stderr)
+        if regressions:
             raise SystemExit(1)
+
+
+def regressed(now: dict[str, int], then: dict[str, int], tolerance: float) -> list[str]:
+    """The paths that cost more than `tolerance` over the baseline `then`: as a ratio to their
+    reference where both runs measured it, else in instructions. The references themselves
+    (no mcpcore in them) only measure the interpreter."""
+    found = []
+    for path, count in now.items():
+        if path not in then or path in REFERENCES.values():
+            continue
+        reference = REFERENCES.get(path)
+        if reference in now and reference in then:
+            ratio, was = count / now[reference], then[path] / then[reference]
+            if ratio > was * (1 + tolerance):
+                found.append(f"{path} costs {ratio:.3f}x {reference}, over {was:.3f}x (+{ratio / was - 1:.1%})")
+        elif count > then[path] * (1 + tolerance):
+            found.append(f"{path} costs {count:,} per request, over {then[path]:,} (+{count / then[path] - 1:.1%})")
+    return found
 
 
 if __name__ == "__main__":

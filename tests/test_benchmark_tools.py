@@ -350,3 +350,19 @@ def test_the_shared_state_report_gives_same_round_ratios_and_survives_a_rewrite_
     assert "p50 2.50 ms, p99 10.00 ms, max 10.00 ms" in text
     page = "# results\n\nsome table\n\n" + text
     assert compare.shared_section(page) == text and compare.shared_section("# results") == ""
+
+
+def test_an_instruction_regression_is_judged_against_the_reference_when_both_runs_have_it() -> None:
+    from instructions import regressed
+
+    then = {"http-ceiling": 500_000, "http-echo": 750_000, "stdio-echo": 170_000}
+    # A slower build of CPython: everything dearer by 10%, the ratio to the ceiling unchanged.
+    assert regressed({"http-ceiling": 550_000, "http-echo": 825_000}, then, 0.03) == []
+    # The MCP layer dearer: 800,000 / 500,000 = 1.6x against 1.5x.
+    (line,) = regressed({"http-ceiling": 500_000, "http-echo": 800_000}, then, 0.03)
+    assert line.startswith("http-echo costs 1.600x http-ceiling, over 1.500x (+6.7%)")
+    # No reference measured: judged in instructions.
+    assert regressed({"stdio-echo": 175_000}, then, 0.03) == []
+    (line,) = regressed({"stdio-echo": 180_000}, then, 0.03)
+    assert line.startswith("stdio-echo costs 180,000 per request, over 170,000")
+    assert regressed({"http-sync-echo": 10**9}, then, 0.03) == []  # not in the baseline: nothing to judge
