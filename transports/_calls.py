@@ -26,7 +26,7 @@ import collections
 import logging
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import anyio
 import orjson
@@ -52,9 +52,9 @@ Done = Callable[[Call], None]
 EAGER_TASKS = sys.version_info >= (3, 12)  # asyncio.Task(..., eager_start=True)
 
 
-@dataclass(frozen=True, slots=True)
-class Inbound:
-    """A parsed message: a request, a notification or a response (`classify`'s verdict)."""
+class Inbound(NamedTuple):
+    """A parsed message: a request, a notification or a response (`classify`'s verdict).
+    A tuple, as it is made for every message: a frozen dataclass costs several times more."""
 
     kind: str
     message: dict[str, Any]

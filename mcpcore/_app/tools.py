@@ -114,12 +114,12 @@ class Tool:
         except SchemaViolation as violation:
             hint = f" ({notes[0]})" if notes else ""
             return _error_result(f"Invalid arguments for tool {self.key!r}: {violation}{hint}")
-        try:
-            kwargs = arguments if self.raw_schema else self.info.convert(arguments)
+        try:  # a dict of its own: invoke adds the Context to it
+            kwargs = dict(arguments) if self.raw_schema else self.info.convert(arguments)
         except ValueError as error:
             return _error_result(f"Invalid arguments for tool {self.key!r}: {error}")
         try:
-            value = await self.info.invoke(dict(kwargs), context)
+            value = await self.info.invoke(kwargs, context)
         except (McpError, InputRequired):
             raise
         except ToolError as error:  # a failure the tool explains to the model

@@ -80,6 +80,14 @@ def request_meta(params: dict[str, Any]) -> dict[str, Any]:
     return meta
 
 
+def _binding(route: Route, params: dict[str, Any], context: Context) -> str:
+    """What sealed state is bound to: the method, its target and arguments, the caller."""
+    method = route.method
+    target = params.get(NAME_FIELDS[method])
+    arguments = None if method == "resources/read" else params.get("arguments") or {}
+    return binding(method, target if isinstance(target, str) else "", arguments, context.principal)
+
+
 class Dispatcher:
     """Answers the requests of one `Server` (its catalogs, sealer and subscriptions)."""
 
@@ -268,27 +276,21 @@ class Dispatcher:
 
     async def _with_inputs(self, handler: Handler, route: Route, params: dict[str, Any], context: Context) -> dict[str, Any] | bytes:
         """Run a handler that may ask for input; on a retry, open its sealed state first."""
-        method = route.method
-        sealer = self.server.sealer
-
-        def bound() -> str:  # computed only when state is opened or sealed
-            target = params.get(NAME_FIELDS[method])
-            arguments = None if method == "resources/read" else params.get("arguments") or {}
-            return binding(method, target if isinstance(target, str) else "", arguments, context.principal)
-
         responses = params.get("inputResponses")
-        if responses is not None and not isinstance(responses, dict):
-            raise invalid_params("inputResponses must be an object keyed by input request name")
-        asked = None
-        if params.get("requestState") is not None:
-            payload = sealer.open(params["requestState"], bound())
-            context.state, asked = payload.get("state"), payload.get("asked") or {}
-        context.answers = read_answers(responses or {}, asked)
+        state = params.get("requestState")
+        if responses is not None or state is not None:  # a retry: its answers, and the state it carries back
+            if responses is not None and not isinstance(responses, dict):
+                raise invalid_params("inputResponses must be an object keyed by input request name")
+            asked = None
+            if state is not None:
+                payload = self.server.sealer.open(state, _binding(route, params, context))
+                context.state, asked = payload.get("state"), payload.get("asked") or {}
+            context.answers = read_answers(responses or {}, asked)
         try:
             return await handler(route, params, context)
         except InputRequired as ask:
             result, payload = ask.result(context.client_capabilities)
-            result["requestState"] = sealer.seal(payload, bound())
+            result["requestState"] = self.server.sealer.seal(payload, _binding(route, params, context))
             return result
 
     # -- methods --------------------------------------------------------
