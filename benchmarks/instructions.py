@@ -281,7 +281,9 @@ def collected(path: str, count: int, python: str) -> int:
     """Instructions callgrind counts for one whole run of `path` with `count` requests."""
     command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
                python, str(Path(__file__).resolve()), "--inner", path, str(count)]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=HERE.parent)
+    # One hash seed for every run: with random ones, dict and set layouts (hence probe counts) vary
+    # from run to run and move a path's figure by up to 3%; with one, a build's figure repeats exactly.
+    done = subprocess.run(command, capture_output=True, text=True, cwd=HERE.parent, env={**os.environ, "PYTHONHASHSEED": "0"})
     match = re.search(r"Collected : (\d+)", done.stderr)
     if done.returncode != 0 or match is None:
         raise SystemExit(f"instructions: {path} failed under valgrind:\n{done.stderr[-2000:]}")

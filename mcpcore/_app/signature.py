@@ -12,7 +12,7 @@ import inspect
 import logging
 import typing
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from .._wire.inputs import InputRequired
 from .._wire.jsonrpc import INTERNAL_ERROR, McpError
@@ -129,15 +129,25 @@ class FunctionInfo:
             raise McpError(INTERNAL_ERROR, f"{what} failed ({type(error).__name__})", data) from None
 
     async def invoke(self, kwargs: dict[str, Any], context: Context) -> Any:
-        """Call the function: in this task if async or inline, else on the server's worker threads."""
-        if self.context_param is not None:
-            kwargs[self.context_param] = context
-        if self.is_async:
-            value = await self.fn(**kwargs)
-        elif self.inline:
-            value = self.fn(**kwargs)
-        else:
-            value = await context.threads.run(functools.partial(self.fn, **kwargs))
+        """Call the function and wait for its value (an `InputRequired` it returns is raised)."""
+        value = await self.start(kwargs, context)
         if isinstance(value, InputRequired):  # returning it is the same as raising it
             raise value
         return value
+
+    def start(self, kwargs: dict[str, Any], context: Context) -> Awaitable[Any]:
+        """The call as an awaitable: in this task if async or inline, else on the server's worker
+        threads. An async function's own coroutine, with no frame of ours around it (a tool call
+        awaits it directly: `invoke` is the same plus the check of what it returned)."""
+        if self.context_param is not None:
+            kwargs[self.context_param] = context
+        if self.is_async:
+            return self.fn(**kwargs)  # type: ignore[no-any-return]
+        if self.inline:
+            return _ready(self.fn(**kwargs))
+        return context.threads.run(functools.partial(self.fn, **kwargs))
+
+
+async def _ready(value: Any) -> Any:
+    """An inline function's value, awaitable as the others are."""
+    return value

@@ -119,7 +119,9 @@ class Tool:
         except ValueError as error:
             return _error_result(f"Invalid arguments for tool {self.key!r}: {error}")
         try:
-            value = await self.info.invoke(kwargs, context)
+            value = await self.info.start(kwargs, context)
+            if isinstance(value, InputRequired):  # returning it is the same as raising it
+                raise value
         except (McpError, InputRequired):
             raise
         except ToolError as error:  # a failure the tool explains to the model
@@ -134,6 +136,8 @@ class Tool:
         return self.shape(value)
 
     def shape(self, value: Any) -> dict[str, Any]:
+        if value.__class__ is str and not self.structured:  # the commonest answer, first
+            return {"content": [text_block(value)]}
         if isinstance(value, ToolResult):
             return value.to_result()
         if self.structured:

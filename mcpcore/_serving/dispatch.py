@@ -255,10 +255,16 @@ class Dispatcher:
                 raise McpError(METHOD_NOT_FOUND, f"Method not found: {method!r}; {reason}")
             raise McpError(METHOD_NOT_FOUND, f"Method not found: {method!r}")
         context = Context(call, writer, meta, self.server)
-        if method in INPUT_METHODS:
-            result = await self._with_inputs(entry[0], route, params, context)
-        else:
+        if method not in INPUT_METHODS:
             result = await entry[0](route, params, context)
+        else:  # behind the sealing front (no frame of its own: every tools/call passes here)
+            if params.get("inputResponses") is not None or params.get("requestState") is not None:
+                self._retried(route, params, context)
+            try:
+                result = await entry[0](route, params, context)
+            except InputRequired as ask:
+                result, payload = ask.result(context.client_capabilities)
+                result["requestState"] = self.server.sealer.seal(payload, _binding(route, params, context))
         adders = self._result_fields.get(method)
         if adders:
             result = orjson.loads(result) if isinstance(result, bytes) else result  # a cached page, opened for them
@@ -272,26 +278,17 @@ class Dispatcher:
         result["_meta"] = {**result_meta, **result["_meta"]} if "_meta" in result else result_meta
         return orjson.dumps(result)
 
-    # -- the sealing front (multi round-trip requests) -------------------
-
-    async def _with_inputs(self, handler: Handler, route: Route, params: dict[str, Any], context: Context) -> dict[str, Any] | bytes:
-        """Run a handler that may ask for input; on a retry, open its sealed state first."""
-        responses = params.get("inputResponses")
-        state = params.get("requestState")
-        if responses is not None or state is not None:  # a retry: its answers, and the state it carries back
-            if responses is not None and not isinstance(responses, dict):
-                raise invalid_params("inputResponses must be an object keyed by input request name")
-            asked = None
-            if state is not None:
-                payload = self.server.sealer.open(state, _binding(route, params, context))
-                context.state, asked = payload.get("state"), payload.get("asked") or {}
-            context.answers = read_answers(responses or {}, asked)
-        try:
-            return await handler(route, params, context)
-        except InputRequired as ask:
-            result, payload = ask.result(context.client_capabilities)
-            result["requestState"] = self.server.sealer.seal(payload, _binding(route, params, context))
-            return result
+    def _retried(self, route: Route, params: dict[str, Any], context: Context) -> None:
+        """A retry of a method that asked for input: its answers, read against the sealed state
+        it carries back (opened first: it says what was asked)."""
+        responses, state = params.get("inputResponses"), params.get("requestState")
+        if responses is not None and not isinstance(responses, dict):
+            raise invalid_params("inputResponses must be an object keyed by input request name")
+        asked = None
+        if state is not None:
+            payload = self.server.sealer.open(state, _binding(route, params, context))
+            context.state, asked = payload.get("state"), payload.get("asked") or {}
+        context.answers = read_answers(responses or {}, asked)
 
     # -- methods --------------------------------------------------------
 
