@@ -52,7 +52,8 @@ class MethodTable(Protocol):
 class Host(Protocol):
     """What an extension reaches of its server (`Server` is one): the dispatcher its methods join."""
 
-    dispatcher: MethodTable
+    @property
+    def dispatcher(self) -> MethodTable: ...
 
 
 class Extension:

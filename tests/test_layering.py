@@ -172,9 +172,9 @@ def test_the_listing_is_the_public_api() -> None:
 
 
 def test_transports_own_their_modules_and_share_the_rest() -> None:
-    """What the built-in server and the ASGI adapter share (`_http`) is theirs alone; stdio shares only `_calls` and `_flow`."""
-    users_of_http = {module for module in MODULES if module.startswith("mcpcore.transports.")
-                     and not module.startswith("mcpcore.transports._http")
+    """What the built-in server and the ASGI adapter share (`_http`) is theirs alone: no other module,
+    in the transports or the core, imports it; and no transport imports another."""
+    users_of_http = {module for module in MODULES if not module.startswith("mcpcore.transports._http")
                      and any(name.startswith("mcpcore.transports._http") for name in GRAPH[module])}
     assert users_of_http == {"mcpcore.transports.http", "mcpcore.transports.asgi"}
     transports = {"mcpcore.transports.http", "mcpcore.transports.asgi", "mcpcore.transports.stdio"}

@@ -1,6 +1,6 @@
 """Properties of the wire classifier: bytes → one JSON-RPC message or the error to answer.
 
-`read_message` (transports/_calls.py) parses and classifies with `wire.classify`;
+`read_message` (transports/_calls.py) parses and classifies with `jsonrpc.classify`;
 the core routes with `protocol.method_route` / `Dispatcher.route` and reads
 the era with `claims_modern`. Whatever the bytes, the verdict is a message or
 -32700 / -32600, and an id is echoed exactly as sent: true is not 1, 5.0 is not 5.

@@ -5,6 +5,7 @@ worker threads of sync functions (`threads`), the app's start-up and shut-down
 (`lifespan`), the change bus and `subscriptions/listen` (`subscriptions`), 2025-era
 sessions (`session`), counters (`metrics`) and every default limit (`defaults`).
 
-Above the wire (`_wire`) and beside the public leaves it may use (`auth`,
-`taskstore`); below the app (`_app`), which wraps a `Call` in a `Context`.
+Above the wire (`_wire`, and the public `auth` it reads a token's type from);
+beside the public `routes`, `middleware` and `logs`, which need no more than it;
+below the app (`_app`), which wraps a `Call` in a `Context`.
 """

@@ -29,7 +29,7 @@ import time
 import weakref
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, cast
 
 import h11
 import orjson
@@ -596,7 +596,7 @@ class Exchange:
     def _session_headers(self) -> list[tuple[bytes, bytes]]:
         """`Mcp-Session-Id` on a legacy response; an initialize that negotiated registers its session here,
         before the client can learn the id."""
-        session = self.call.session if self.call is not None else None
+        session = cast("Session | None", self.call.session if self.call is not None else None)  # what _legacy gave it
         if session is None or session.id is None:
             return []
         if self._opening is session:
@@ -706,7 +706,7 @@ class Exchange:
         writer = self.writer
         self.call = self.writer = None
         if call.session is not None:
-            call.session.calls.pop(call.message["id"], None)
+            cast(Session, call.session).calls.pop(call.message["id"], None)
         opening, self._opening = self._opening, None
         if opening is not None:  # an initialize whose session was not registered: it failed, or its client left
             self._give_back(opening, lambda: self._after(writer))

@@ -3,7 +3,7 @@
 `check_head` runs the checks that need only the request line and headers (path,
 method, Origin, Host, Content-Type, Accept, declared length), and
 `check_route_head` those of a custom route (Origin, Host, its methods, length); `check_body`
-parses and classifies the body (`calls.read_message` and `calls.take_response`,
+parses and classifies the body (`_calls.read_message` and `_calls.take_response`,
 shared with stdio); and
 `check_mcp_headers` compares the MCP request headers with the body, reading
 the `Mcp-Name` field and `Mcp-Param-*` bindings from the request's `Route`.
