@@ -54,9 +54,9 @@ log = logging.getLogger("mcpcore.legacy")
 MAX_INPUT_ROUNDS = 8  # server-to-client request rounds one call may take
 INPUT_TIMEOUT = 300.0  # seconds the client has to answer one server-to-client request
 # Result fields the 2025-era schemas do not have.
-_MODERN_ONLY = ("resultType", "ttlMs", "cacheScope", "_meta")
+_MODERN_ONLY = frozenset({"resultType", "ttlMs", "cacheScope", "_meta"})
 # What versions before 2025-06-18 lack (structured tool output).
-_STRUCTURED = ("structuredContent",)
+_WITHOUT_STRUCTURED = _MODERN_ONLY | {"structuredContent"}
 
 
 def negotiate(requested: Any) -> str:
@@ -70,7 +70,9 @@ def has_structured_output(version: str) -> bool:
 
 def legacy_result(result: dict[str, Any], version: str) -> dict[str, Any]:
     """A result as the negotiated version's schema has it."""
-    dropped = _MODERN_ONLY if has_structured_output(version) else _MODERN_ONLY + _STRUCTURED
+    dropped = _MODERN_ONLY if has_structured_output(version) else _WITHOUT_STRUCTURED
+    if dropped.isdisjoint(result):  # a tool's result mostly: nothing to take out, no copy
+        return result
     return {key: value for key, value in result.items() if key not in dropped}
 
 
@@ -153,10 +155,12 @@ class LegacyDispatcher:
         route = call.route or self.dispatcher.route(call.message)
         context = Context(call, writer, _session_meta(session, params), self.dispatcher.server)
         try:
-            if method in INPUT_METHODS:
-                result = await self._with_requests(handler, route, params, context, session, writer)
-            else:
+            try:
                 result = await handler(route, params, context)
+            except InputRequired as ask:
+                if method not in INPUT_METHODS:
+                    raise
+                result = await self._with_requests(ask, handler, route, params, context, session, writer)
         except ResourceNotFound as missing:
             raise McpError(RESOURCE_NOT_FOUND, missing.message, missing.data) from None
         if isinstance(result, bytes):  # a cached modern page: read back for this wire
@@ -200,27 +204,32 @@ class LegacyDispatcher:
         return result
 
     async def _with_requests(
-        self, handler: Handler, route: Route, params: dict[str, Any], context: Context, session: Session, writer: Writer
+        self, ask: InputRequired, handler: Handler, route: Route, params: dict[str, Any], context: Context, session: Session,
+        writer: Writer,
     ) -> dict[str, Any] | bytes:
-        """Run a handler; each `InputRequired` it raises becomes requests to the client, answered in turn."""
-        for _ in range(MAX_INPUT_ROUNDS):
+        """The handler asked (`ask`): each `InputRequired` becomes requests to the client, answered in turn,
+        and the handler runs again with the answers."""
+        for round_number in range(1, MAX_INPUT_ROUNDS + 1):
+            _, payload = ask.result(context.client_capabilities)  # -32021 unless declared
+            raw = {}
+            for name, request in ask.requests.items():
+                wire = request.to_request()
+                wire_params = _for_version(wire.get("params"), session.version)  # type: ignore[arg-type]
+                try:
+                    raw[name] = await session.request(wire["method"], wire_params, writer, INPUT_TIMEOUT)
+                except McpError as failed:
+                    if route.method != "tools/call":
+                        raise  # a protocol error for prompts and resources
+                    text = f"Could not get input {name!r} from the client: {failed.message}"
+                    return {"content": [{"type": "text", "text": text}], "isError": True}
+            context.answers = read_answers(raw, payload["asked"])
+            context.state = payload["state"]
+            if round_number == MAX_INPUT_ROUNDS:
+                break
             try:
                 return await handler(route, params, context)
-            except InputRequired as ask:
-                _, payload = ask.result(context.client_capabilities)  # -32021 unless declared
-                raw = {}
-                for name, request in ask.requests.items():
-                    wire = request.to_request()
-                    wire_params = _for_version(wire.get("params"), session.version)  # type: ignore[arg-type]
-                    try:
-                        raw[name] = await session.request(wire["method"], wire_params, writer, INPUT_TIMEOUT)
-                    except McpError as failed:
-                        if route.method != "tools/call":
-                            raise  # a protocol error for prompts and resources
-                        text = f"Could not get input {name!r} from the client: {failed.message}"
-                        return {"content": [{"type": "text", "text": text}], "isError": True}
-                context.answers = read_answers(raw, payload["asked"])
-                context.state = payload["state"]
+            except InputRequired as again:
+                ask = again
         raise McpError(INVALID_REQUEST, f"Gave up after {MAX_INPUT_ROUNDS} rounds of questions to the client")
 
 

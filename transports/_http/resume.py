@@ -50,6 +50,31 @@ MAX_EVENT_BYTES = HTTP_SESSION_EVENT_BYTES  # stored message bytes per session (
 Keep = Callable[[StoredEvent], Awaitable[None]]  # keeps an event in the shared store
 
 
+class _Ended:
+    """That a stream is over: set by every call's end, waited on only by a resumption, so the
+    event loop's event behind it is made only when someone waits."""
+
+    __slots__ = ("_over", "_event")
+
+    def __init__(self) -> None:
+        self._over = False
+        self._event: anyio.Event | None = None
+
+    def is_set(self) -> bool:
+        return self._over
+
+    def set(self) -> None:
+        self._over = True
+        if self._event is not None:
+            self._event.set()
+
+    async def wait(self) -> None:
+        if not self._over:
+            if self._event is None:
+                self._event = anyio.Event()
+            await self._event.wait()
+
+
 class ResumableStream:
     """One call's output on a 2025-11-25 session: stored, and sent to whichever connection holds it."""
 
@@ -59,7 +84,7 @@ class ResumableStream:
         self.sink: HttpWriter | None = sink
         self._close_connection: Callable[[], None] | None = close
         self.final: tuple[bytes, str] | None = None  # the response, once recorded
-        self.ended = anyio.Event()
+        self.ended = _Ended()
         self.last = 0  # the number of its newest event
         self.stored = 0  # how many of its events the store holds (always its newest ones)
         self._primed = False
