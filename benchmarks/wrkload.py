@@ -64,16 +64,17 @@ def parse(report: str) -> dict[str, Any]:
     }
 
 
-def command(url: str, connections: int, seconds: int, script_args: Sequence[str], threads: int = 1) -> list[str]:
-    """The wrk command line for one closed-loop run of `mcp.lua`."""
+def command(url: str, connections: int, seconds: int, script_args: Sequence[str], threads: int = 1,
+            script: Path = SCRIPT) -> list[str]:
+    """The wrk command line for one closed-loop run of `mcp.lua` (or another script of `wrk/`)."""
     return ["wrk", f"-t{min(threads, connections)}", f"-c{connections}", f"-d{seconds}s", f"--timeout={TIMEOUT}",
-            "--latency", "-s", str(SCRIPT), url, "--", *script_args]
+            "--latency", "-s", str(script), url, "--", *script_args]
 
 
 def load(url: str, connections: int, seconds: int, script_args: Sequence[str], threads: int = 1,
-         cpu: int | str | None = None) -> dict[str, Any]:
+         cpu: int | str | None = None, script: Path = SCRIPT) -> dict[str, Any]:
     """Run wrk once (pinned to `cpu`): its parsed figures, and its report kept under "wrk" for a later look."""
-    done = subprocess.run(procs.pinned(cpu, command(url, connections, seconds, script_args, threads)),
+    done = subprocess.run(procs.pinned(cpu, command(url, connections, seconds, script_args, threads, script)),
                           capture_output=True, text=True, timeout=seconds + 120)
     if done.returncode != 0:
         raise RuntimeError(f"wrk exited with status {done.returncode}: {(done.stderr or done.stdout).strip()[-300:]}")

@@ -366,3 +366,38 @@ def test_an_instruction_regression_is_judged_against_the_reference_when_both_run
     (line,) = regressed({"stdio-echo": 180_000}, then, 0.03)
     assert line.startswith("stdio-echo costs 180,000 per request, over 170,000")
     assert regressed({"http-sync-echo": 10**9}, then, 0.03) == []  # not in the baseline: nothing to judge
+
+
+@pytest.mark.anyio
+async def test_the_session_script_drives_one_real_session_with_ids_of_its_own() -> None:
+    """Many connections in one 2025-era session: a repeated id in flight would be refused (400)."""
+    import session_load
+
+    os.environ["MCPCORE_BENCH_ASYNC"] = "1"
+    try:
+        server = load_target(str(ROOT / "benchmarks" / "servers" / "mcpcore_bench.py"))
+    finally:
+        os.environ.pop("MCPCORE_BENCH_ASYNC", None)
+    async with running(server) as http:
+        session_id, version = await anyio.to_thread.run_sync(session_load.open_session, http.port)
+        assert version == "2025-11-25"
+        command = wrkload.command(f"http://127.0.0.1:{http.port}/mcp", 8, 1, [session_id, version], threads=2,
+                                  script=session_load.SESSION_SCRIPT)
+        with anyio.fail_after(30):
+            done = await anyio.run_process(command)
+        figures = wrkload.parse(done.stdout.decode())
+        assert figures["requests"] > 0 and figures["errors"] == 0
+
+
+def test_the_session_summary_gives_medians_and_the_session_against_each_other_server_per_round() -> None:
+    import session_load
+
+    rates = {session_load.SESSION: (900.0, 1000.0, 1100.0), session_load.MODERN: (1000.0, 1000.0, 1000.0),
+             session_load.SDK: (300.0, 250.0, 200.0)}
+    runs = [{"server": label, "connections": 64, "round": r, "rps": rps, "errors": 0}
+            for label, per_round in rates.items() for r, rps in enumerate(per_round)]
+    row = session_load.summary(runs, [64], 3)["64"]
+    assert row["median_rps"] == {session_load.SESSION: 1000.0, session_load.MODERN: 1000.0, session_load.SDK: 250.0}
+    assert row[f"session / {session_load.MODERN}"] == [0.9, 1.0, 1.1]
+    assert row[f"session / {session_load.SDK}"] == [3.0, 4.0, 5.5]
+    assert row["errors"] == {session_load.SESSION: 0, session_load.MODERN: 0, session_load.SDK: 0}

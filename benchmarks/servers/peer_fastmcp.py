@@ -1,6 +1,7 @@
-"""FastMCP (4.x) serving echo: stateless JSON-response HTTP, or stdio.
+"""FastMCP (4.x) serving echo: stateless JSON-response HTTP, stateful (sessions: `http-stateful`),
+or stdio.
 
-    python peer_fastmcp.py stdio | python peer_fastmcp.py http PORT
+    python peer_fastmcp.py stdio | python peer_fastmcp.py http PORT | python peer_fastmcp.py http-stateful PORT
 """
 
 import sys
@@ -17,10 +18,10 @@ def echo(text: str) -> str:
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "http":
+    if sys.argv[1] in ("http", "http-stateful"):
         server.run(
-            transport="http", host="127.0.0.1", port=int(sys.argv[2]), json_response=True, stateless_http=True,
-            show_banner=False, log_level="warning",
+            transport="http", host="127.0.0.1", port=int(sys.argv[2]), json_response=True,
+            stateless_http=sys.argv[1] == "http", show_banner=False, log_level="warning",
         )
     else:
         server.run(show_banner=False)
