@@ -66,6 +66,7 @@ STDIO_FLOOR = "asyncio MCP floor: parse, task, echo, dump (reference)"
 EXAMPLE = "mcpcore echo example (sync, 4 tools)"  # the small server whose start-up and memory the targets bound
 
 SHARED_START, SHARED_END = "<!-- sharedstate: written by benchmarks/sharedstate.py -->", "<!-- /sharedstate -->"
+SESSION_START, SESSION_END = "<!-- session_load: written by benchmarks/session_load.py -->", "<!-- /session_load -->"
 Run = dict[str, Any]  # one measurement: rps, p50_ms, p99_ms, errors … or {"failed": why}
 STARTED = time.monotonic()
 
@@ -338,11 +339,17 @@ def median(numbers: Sequence[float]) -> float | None:
     return statistics.median(numbers) if numbers else None
 
 
-def shared_section(text: str) -> str:
-    """The section of a RESULTS.md text that benchmarks/sharedstate.py wrote ("" without one), kept on a rewrite."""
-    if SHARED_START not in text or SHARED_END not in text:
+def marked_section(text: str, start: str, end: str) -> str:
+    """The section of a RESULTS.md text between two markers, markers included ("" without one):
+    what another script wrote, kept when this one rewrites the page."""
+    if start not in text or end not in text:
         return ""
-    return SHARED_START + text.split(SHARED_START, 1)[1].split(SHARED_END, 1)[0] + SHARED_END + "\n"
+    return start + text.split(start, 1)[1].split(end, 1)[0] + end + "\n"
+
+
+def shared_section(text: str) -> str:
+    """The section of a RESULTS.md text that benchmarks/sharedstate.py wrote ("" without one)."""
+    return marked_section(text, SHARED_START, SHARED_END)
 
 
 def spread(numbers: Sequence[float], pattern: str = "{:.2f}") -> str:
@@ -675,8 +682,10 @@ def main() -> None:
     Path(args.raw).parent.mkdir(parents=True, exist_ok=True)
     Path(args.raw).write_text(json.dumps(results, indent=1))
     (output.parent / "scale.svg").write_text(chart(results["http"], args.rounds))
-    kept = shared_section(output.read_text()) if output.exists() else ""  # benchmarks/sharedstate.py writes that one
-    output.write_text(report(harness, results, "scale.svg") + ("\n" + kept if kept else ""))
+    previous = output.read_text() if output.exists() else ""  # sharedstate.py and session_load.py write their own sections
+    kept = "".join("\n" + section for section in (shared_section(previous), marked_section(previous, SESSION_START, SESSION_END))
+                   if section)
+    output.write_text(report(harness, results, "scale.svg") + kept)
     progress(f"wrote {output} and {output.parent / 'scale.svg'}")
 
 

@@ -7,10 +7,10 @@ the official SDK and FastMCP in stateful mode, JSON responses), opens one sessio
 this process (initialize, then notifications/initialized) and drives it with wrk pinned
 to CPU 1 (`wrk/session.lua`: every request in that session, each with an id of its
 own), at each connection count; the 2026-07-28 echo of the same mcpcore server
-(`wrk/mcp.lua`, no session) is the reference. Rounds interleave the servers. Prints
-JSON: every run, and per connection count the median rate of each server with the
-ratios of mcpcore's session to the others, round by round. Needs wrk; the peers' venvs
-are made on first use (benchmarks/.venvs, as compare.py makes them).
+(`wrk/mcp.lua`, no session) is the reference. Rounds interleave the servers. Prints a
+table (`--write` puts it into benchmarks/RESULTS.md, `--json` keeps every run; `--report
+FILE` renders a kept run again). Needs wrk; the peers' venvs are made on first use
+(benchmarks/.venvs, as compare.py makes them).
 """
 
 from __future__ import annotations
@@ -105,13 +105,59 @@ def summary(runs: list[dict[str, Any]], connections: list[int], rounds: int) -> 
     return table
 
 
+def report(result: dict[str, Any]) -> str:
+    """The RESULTS.md section of a run (between session_load's markers, which compare.py keeps)."""
+    runs, rounds = result["runs"], result["rounds"]
+    labels = (MODERN, SESSION, SDK, FASTMCP)
+    lines = [
+        compare.SESSION_START,
+        "## tools/call inside one 2025-era session (`benchmarks/session_load.py`)",
+        "",
+        f"{result['machine']}; {result['wrk']}; {rounds} rounds of {result['seconds']} s, servers in turn "
+        f"(each round starts with the next); server on CPU {compare.SERVER_CPU}, wrk on CPU {compare.LOAD_CPU}. "
+        "One session per server, opened before the runs; every request in it has an id of its own. The peers run "
+        "stateful with JSON responses. Ratios are per round (session ÷ other in the same round): the median, then "
+        "the lowest and highest.",
+        "",
+        "| connections | " + " | ".join(f"{label} req/s (p99 ms)" for label in labels)
+        + " | session ÷ 2026 echo | session ÷ SDK | session ÷ FastMCP | errors |",
+        "|---" * (len(labels) + 5) + "|",
+    ]
+    for count, row in result["summary"].items():
+        chosen = [run for run in runs if run["connections"] == int(count)]
+        cells = []
+        for label in labels:
+            mine = [run for run in chosen if run["server"] == label]
+            p99 = statistics.median(run["p99_ms"] for run in mine) if mine else None
+            cells.append(f"{compare.number(row['median_rps'].get(label))} ({compare.number(p99, '{:.1f}')})")
+        ratios = [compare.spread(row.get(f"session / {other}", [])) for other in (MODERN, SDK, FASTMCP)]
+        lines.append(f"| {count} | " + " | ".join(cells + ratios) + f" | {sum(row['errors'].values())} |")
+    return "\n".join(lines + [compare.SESSION_END, ""])
+
+
+def write(section: str) -> None:
+    """Put `section` into benchmarks/RESULTS.md in place of the one there, or at its end."""
+    results = Path(__file__).resolve().parent / "RESULTS.md"
+    current = results.read_text()
+    kept = compare.marked_section(current, compare.SESSION_START, compare.SESSION_END)
+    results.write_text((current.replace(kept, "") if kept else current).rstrip("\n") + "\n\n" + section)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--connections", default="1,64,256")
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--write", action="store_true", help="put the report into benchmarks/RESULTS.md")
+    parser.add_argument("--report", type=Path, help="only render a previous --json output (with --write: into RESULTS.md)")
     args = parser.parse_args()
+    if args.report:
+        section = report(json.loads(args.report.read_text()))
+        print(section)
+        if args.write:
+            write(section)
+        return
     if wrkload.version() is None:
         raise SystemExit("session_load: wrk is not installed (apt-get install -y wrk)")
     connections = [int(count) for count in args.connections.split(",")]
@@ -125,10 +171,12 @@ def main() -> None:
             runs += [{**run, "round": round_number} for run in measure(label, server, connections, args.seconds)]
     result = {"machine": procs.machine(), "wrk": wrkload.version(), "seconds": args.seconds, "rounds": args.rounds,
               "summary": summary(runs, connections, args.rounds), "runs": runs}
-    text = json.dumps(result, indent=2)
     if args.json:
-        args.json.write_text(text + "\n")
-    print(text)
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    section = report(result)
+    print(section)
+    if args.write:
+        write(section)
 
 
 if __name__ == "__main__":

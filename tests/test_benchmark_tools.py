@@ -401,3 +401,16 @@ def test_the_session_summary_gives_medians_and_the_session_against_each_other_se
     assert row[f"session / {session_load.MODERN}"] == [0.9, 1.0, 1.1]
     assert row[f"session / {session_load.SDK}"] == [3.0, 4.0, 5.5]
     assert row["errors"] == {session_load.SESSION: 0, session_load.MODERN: 0, session_load.SDK: 0}
+
+
+def test_the_session_report_is_a_marked_section_that_a_compare_rewrite_keeps(tmp_path: Path) -> None:
+    import session_load
+
+    runs = [{"server": label, "connections": 64, "round": r, "rps": rps, "p99_ms": 2.0, "errors": 0}
+            for label, rps in ((session_load.MODERN, 1000.0), (session_load.SESSION, 950.0), (session_load.SDK, 190.0),
+                               (session_load.FASTMCP, 95.0)) for r in range(2)]
+    result = {"machine": "m", "wrk": "w", "seconds": 5, "rounds": 2, "runs": runs, "summary": session_load.summary(runs, [64], 2)}
+    section = session_load.report(result)
+    assert "| 64 | 1,000 (2.0) | 950 (2.0) | 190 (2.0) | 95 (2.0) | 0.95 (0.95–0.95) | 5.00 (5.00–5.00) | 10.00 (10.00–10.00) | 0 |" in section
+    page = "# results\n\n" + section + "\n" + compare.SHARED_START + "\nshared\n" + compare.SHARED_END + "\n"
+    assert compare.marked_section(page, compare.SESSION_START, compare.SESSION_END) == section
