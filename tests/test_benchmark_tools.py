@@ -414,3 +414,12 @@ def test_the_session_report_is_a_marked_section_that_a_compare_rewrite_keeps(tmp
     assert "| 64 | 1,000 (2.0) | 950 (2.0) | 190 (2.0) | 95 (2.0) | 0.95 (0.95–0.95) | 5.00 (5.00–5.00) | 10.00 (10.00–10.00) | 0 |" in section
     page = "# results\n\n" + section + "\n" + compare.SHARED_START + "\nshared\n" + compare.SHARED_END + "\n"
     assert compare.marked_section(page, compare.SESSION_START, compare.SESSION_END) == section
+
+
+def test_the_stream_memory_script_holds_live_streams_on_a_real_server_and_releases_them() -> None:
+    import stream_memory
+
+    found = stream_memory.measure(8)  # raises unless every held call streamed, then answered "done" once released
+    assert found["count"] == 8
+    assert list(found["rss_kib"]) == ["warm", "idle connections", "after one call each", "live streams", "streams ended"]
+    assert all(isinstance(kib, int) and kib > 0 for kib in found["rss_kib"].values())
