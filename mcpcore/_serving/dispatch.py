@@ -43,7 +43,7 @@ from .._wire.jsonrpc import (
 from .._wire.protocol import INPUT_METHODS, NAME_FIELDS, REMOVED_METHODS, Route, method_route
 from .._wire.sealing import binding
 from ..logs import call_facts, facts_of
-from .app import App, Handler
+from .shape import App, Handler
 from .legacy import LegacyDispatcher
 
 if TYPE_CHECKING:

@@ -47,7 +47,7 @@ from .._wire.jsonrpc import (
     request_params,
 )
 from .._wire.protocol import INPUT_METHODS, Route
-from .app import Handler, Methods
+from .shape import Handler, Methods
 
 log = logging.getLogger("mcpcore.legacy")
 
