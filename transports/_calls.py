@@ -79,9 +79,11 @@ def read_message(data: bytes | bytearray) -> Inbound | Malformed:
         kind = classify(message)
     except McpError as error:
         return Malformed(error, readable_id(message))
-    # Fewer brackets than the bound cannot nest past it (a C-speed count spares the walk);
-    # orjson writes at most 254 levels, and Python recurses at most 1000.
-    if data.count(b"{") + data.count(b"[") > MAX_NESTING and too_deep(message):
+    # Fewer brackets than the bound cannot nest past it (a C-speed count spares the walk), and
+    # valid JSON that nests past it closes what it opens, so it is longer than twice the bound
+    # (a short message is not even counted); orjson writes at most 254 levels, and Python
+    # recurses at most 1000.
+    if len(data) > 2 * MAX_NESTING and data.count(b"{") + data.count(b"[") > MAX_NESTING and too_deep(message):
         why = f"The message nests arrays and objects deeper than {MAX_NESTING} levels"
         return Malformed(McpError(INVALID_REQUEST, why), readable_id(message), kind)
     return Inbound(kind, message)

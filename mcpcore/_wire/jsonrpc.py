@@ -115,6 +115,8 @@ def is_request_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
+_ID_TYPES = frozenset({str, int})  # what a parsed request id is, when it is one (bool is a type of its own)
+
 # Verdicts of `classify`.
 REQUEST = "request"
 NOTIFICATION = "notification"
@@ -154,7 +156,7 @@ def classify(message: Any) -> str:
         raise McpError(INVALID_REQUEST, 'The "method" member must be a string')
     if "id" not in message:
         return NOTIFICATION
-    if not is_request_id(message["id"]):
+    if message["id"].__class__ not in _ID_TYPES and not is_request_id(message["id"]):  # parsed ids: exact types
         raise McpError(INVALID_REQUEST, 'The "id" member must be a string or an integer')
     return REQUEST
 
