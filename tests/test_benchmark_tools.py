@@ -423,3 +423,11 @@ def test_the_stream_memory_script_holds_live_streams_on_a_real_server_and_releas
     assert found["count"] == 8
     assert list(found["rss_kib"]) == ["warm", "idle connections", "after one call each", "live streams", "streams ended"]
     assert all(isinstance(kib, int) and kib > 0 for kib in found["rss_kib"].values())
+
+
+def test_every_piece_of_the_tools_call_path_runs_to_its_end_outside_an_event_loop() -> None:
+    """What benchmarks/pieces.py counts under callgrind, each piece called once (no valgrind here)."""
+    probe = "import pieces; found = pieces.pieces(); print(sorted(found)); [piece() for piece in found.values()]"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT / "benchmarks", timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "'handle'" in done.stdout and "'toolcall'" in done.stdout

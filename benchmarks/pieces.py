@@ -1,0 +1,117 @@
+"""Instructions per call of each piece of a `tools/call`, counted apart by callgrind.
+
+    python benchmarks/pieces.py [--pieces parse,context,...] [--calls 1000]
+
+`instructions.py` counts whole requests; this says where they go. Each piece is one
+function of the request path called on the bench server's async `echo` request, in a
+loop outside any event loop (a coroutine is stepped to its end by hand): the loop runs
+twice under callgrind, 200 and 200 + `--calls` times, and the difference divided by
+`--calls` is what one call of the piece costs. `noop` is the loop itself (a call of an
+empty lambda): take it off the others. Needs `valgrind`; counts are under one hash seed,
+as `instructions.py`'s are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+HERE = Path(__file__).resolve().parent
+WARM = 200
+
+
+def pieces() -> dict[str, Callable[[], Any]]:
+    """Each piece as a function of no arguments, on the echo request."""
+    os.environ["MCPCORE_BENCH_ASYNC"] = "1"
+    sys.path[:0] = [str(HERE), str(HERE / "servers")]
+    import orjson
+    from mcpcore_bench import server  # type: ignore[import-not-found]
+
+    from instructions import request_body
+    from mcpcore._app.context import Context
+    from mcpcore._runtime.call import Call
+    from mcpcore._serving.dispatch import request_meta
+    from mcpcore._wire.jsonrpc import classify, encode_raw_result
+    from mcpcore.transports._calls import read_message
+
+    line = request_body("async")
+    message = orjson.loads(line)
+    dispatcher = server.dispatcher
+    route = dispatcher.route(message)
+    tool = route.target
+
+    class Writer:
+        async def notify(self, data: bytes) -> None: ...
+
+        async def respond(self, data: bytes, error_code: int | None = None) -> None: ...
+
+    writer = Writer()
+    call = Call(message, route)
+    meta = message["params"]["_meta"]
+    context = Context(call, writer, meta, server)
+
+    def run(coroutine: Any) -> Any:
+        try:
+            coroutine.send(None)
+        except StopIteration as done:
+            return done.value
+        raise RuntimeError("the piece waited: it cannot be counted outside an event loop")
+
+    result = run(tool.call({"text": "hello"}, context))
+
+    def envelope() -> bytes:
+        return encode_raw_result(1, orjson.dumps({**result, "resultType": "complete", "_meta": server.result_meta}))
+
+    return {
+        "noop": lambda: None,
+        "loads": lambda: orjson.loads(line),
+        "classify": lambda: classify(message),
+        "parse": lambda: read_message(line),
+        "route": lambda: dispatcher.route(message),
+        "call": lambda: Call(message, route),
+        "meta": lambda: request_meta(message["params"]),
+        "context": lambda: Context(call, writer, meta, server),
+        "validate": lambda: tool.validator.validate({"text": "hello"}),
+        "convert": lambda: tool.info.convert({"text": "hello"}),
+        "shape": lambda: tool.shape("hello"),
+        "toolcall": lambda: run(tool.call({"text": "hello"}, context)),
+        "envelope": envelope,
+        "dispatch": lambda: run(dispatcher._dispatch(Call(message, route), writer)),
+        "handle": lambda: run(dispatcher.handle(Call(message, route), writer)),
+    }
+
+
+def count(piece: str, calls: int) -> int:
+    """Instructions callgrind counts for one whole run of `piece` called `calls` times."""
+    command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
+               "--inner", piece, str(calls)]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=HERE.parent, env={**os.environ, "PYTHONHASHSEED": "0"})
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if done.returncode != 0 or found is None:
+        raise SystemExit(f"pieces: {piece} failed under valgrind:\n{done.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pieces", help="comma-separated (default: all)")
+    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--inner", nargs=2, metavar=("PIECE", "COUNT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.inner:
+        piece = pieces()[args.inner[0]]
+        for _ in range(int(args.inner[1])):
+            piece()
+        return
+    for name in args.pieces.split(",") if args.pieces else pieces():
+        low, high = count(name, WARM), count(name, WARM + args.calls)
+        print(f"{name:10} {(high - low) / args.calls:>10,.0f} instructions per call", flush=True)
+
+
+if __name__ == "__main__":
+    main()
