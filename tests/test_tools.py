@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal, Optional, TypedDict
 
 import anyio
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from conftest import meta, request
 from memory import error_of, exchange, result_of
@@ -23,6 +25,8 @@ from mcpcore import (
     Server,
     ToolResult,
 )
+from mcpcore._app.tools import Tool
+from mcpcore._runtime.call import Call
 from mcpcore._wire.validation import matches
 from wire_schema import validator
 
@@ -1216,3 +1220,43 @@ def test_a_raw_schema_the_validator_cannot_honour_is_refused_at_registration() -
     server = Server("strict")
     with pytest.raises(ValueError, match="'unevaluatedProperties' at its root, which mcpcore does not validate"):
         server.add_tool(lambda **kw: "x", name="loose", input_schema={"type": "object", "unevaluatedProperties": False})
+
+
+# The call plan: arguments that fit a flat schema of exact types go straight to the function.
+
+# Values of every JSON type, among them what coercion reads ("41", "true") and what an exact-type pass must refuse
+# (a bool for an integer, 2.0 for an integer, an integer past 64 bits).
+_VALUES = st.sampled_from(["x", "", "41", "true", 3, 0, -1, 2**70, True, False, None, 2.0, 1.5, [1], {}])
+_ARGUMENTS = st.dictionaries(st.sampled_from(["text", "count", "flag", "other"]), _VALUES, max_size=4)
+
+
+def _flat(text: str, count: int = 1, flag: bool = False) -> str:
+    return f"{text}|{count}|{flag}"
+
+
+def _called(tool: Tool, arguments: dict[str, Any], strict: bool) -> Any:
+    server = Server("plan", strict=strict)
+    context = Context(Call({"jsonrpc": "2.0", "id": 1, "method": "tools/call"}), None, meta(), server)  # type: ignore[arg-type]
+    coroutine = tool.call(dict(arguments), context)
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value
+    raise AssertionError("the tool waited")
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ARGUMENTS, st.booleans())
+@example({"text": "x", "other": True}, False)  # a property the schema does not have
+@example({"text": "x", "count": True}, False)  # a bool where an integer goes
+@example({"text": "x", "count": 2.0}, False)  # an integral float where an integer goes
+@example({"text": "x", "count": "41"}, False)  # what coercion reads as 41 (refused when strict)
+@example({"text": "x", "count": "41"}, True)
+@example({"count": 3}, False)  # a required property missing
+@example({"text": "x", "count": 3, "flag": True}, False)  # everything as sent
+def test_the_one_pass_plan_answers_exactly_as_the_full_path_does(arguments: dict[str, Any], strict: bool) -> None:
+    planned = Tool(_flat, inline=True)
+    full = Tool(_flat, inline=True)
+    full._fields = None  # the full path only: coerce, validate, convert
+    assert planned._fields is not None
+    assert _called(planned, arguments, strict) == _called(full, arguments, strict)

@@ -50,6 +50,12 @@ def _identity(value: Any) -> Any:
     return value
 
 
+def as_sent(converter: Converter) -> bool:
+    """Whether the converter hands back a value of its JSON type unchanged: none to make (or `int`,
+    which an integer already is; a checker that lets only exact types through never gives it 2.0)."""
+    return converter is _identity or converter is int
+
+
 def _datetime(value: str) -> datetime.datetime:
     return datetime.datetime.fromisoformat(value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value)
 

@@ -160,7 +160,29 @@ def _describe(schema: dict[str, Any]) -> str:
 
 
 _ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment", "x-mcp-header"})
-_EXACT_TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "boolean": (bool,), "null": (type(None),), "array": (list,)}
+_LEAF_TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "boolean": (bool,), "null": (type(None),), "array": (list,),
+                                            "integer": (int,), "number": (int, float)}  # JSON as orjson parses it
+
+
+def _leaf_types(schema: Any) -> tuple[type, ...] | None:
+    """The exact Python types a `{"type": T}` leaf (annotations aside) admits; None for any other schema."""
+    if not isinstance(schema, dict) or schema.keys() - _ANNOTATIONS != {"type"}:
+        return None
+    kind = schema["type"]
+    return _LEAF_TYPES.get(kind) if isinstance(kind, str) else None
+
+
+def flat_fields(schema: Any) -> tuple[dict[str, tuple[type, ...]], frozenset[str]] | None:
+    """For an object of `{"type": T}` leaves that admits no other property: each property's exact
+    types and the required names, from which alone what it accepts is read; None for any other schema."""
+    if not isinstance(schema, dict) or schema.get("type") != "object" or schema.get("additionalProperties") is not False:
+        return None
+    if not schema.keys() - _ANNOTATIONS <= {"type", "properties", "required", "additionalProperties"}:
+        return None
+    fields = {name: _leaf_types(sub) for name, sub in schema.get("properties", {}).items()}
+    if any(types is None for types in fields.values()):
+        return None
+    return fields, frozenset(schema.get("required", ()))  # type: ignore[arg-type]
 
 
 def _fast_check(schema: Any) -> Any:
@@ -175,13 +197,9 @@ def _fast_check(schema: Any) -> Any:
     if not isinstance(kind, str):
         return None
     keys = schema.keys() - _ANNOTATIONS
-    if kind in _EXACT_TYPES and keys == {"type"}:
-        exact = _EXACT_TYPES[kind]
+    exact = _leaf_types(schema)
+    if exact is not None:
         return lambda value: type(value) in exact
-    if kind == "integer" and keys == {"type"}:
-        return lambda value: type(value) is int
-    if kind == "number" and keys == {"type"}:
-        return lambda value: type(value) in (int, float)
     if kind != "object" or not keys <= {"type", "properties", "required", "additionalProperties"}:
         return None
     extra = schema.get("additionalProperties", True)
@@ -220,6 +238,7 @@ class Validator:
         self._steps = 0
         self._following: set[tuple[int, int]] = set()  # ($ref target, value) pairs being checked
         self._quick = _fast_check(schema)
+        self.fields = flat_fields(schema)  # what a caller may check in one pass, when the schema is that simple
 
     def accepts(self, value: Any) -> bool:
         """Whether the value is valid (no explanation)."""
