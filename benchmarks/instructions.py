@@ -277,17 +277,21 @@ def runnable(python: str) -> list[str]:
             if (has_jwt or not flavour.startswith("jwt")) and (has_uvicorn or transport != "asgi")]
 
 
-def collected(path: str, count: int, python: str) -> int:
-    """Instructions callgrind counts for one whole run of `path` with `count` requests."""
-    command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-               python, str(Path(__file__).resolve()), "--inner", path, str(count)]
+def callgrind_total(arguments: list[str], what: str) -> int:
+    """Instructions callgrind counts for one whole run of `arguments` (a Python command line)."""
+    command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *arguments]
     # One hash seed for every run: with random ones, dict and set layouts (hence probe counts) vary
     # from run to run and move a path's figure by up to 3%; with one, a build's figure repeats exactly.
     done = subprocess.run(command, capture_output=True, text=True, cwd=HERE.parent, env={**os.environ, "PYTHONHASHSEED": "0"})
     match = re.search(r"Collected : (\d+)", done.stderr)
     if done.returncode != 0 or match is None:
-        raise SystemExit(f"instructions: {path} failed under valgrind:\n{done.stderr[-2000:]}")
+        raise SystemExit(f"{Path(arguments[1]).stem}: {what} failed under valgrind:\n{done.stderr[-2000:]}")
     return int(match.group(1))
+
+
+def collected(path: str, count: int, python: str) -> int:
+    """Instructions callgrind counts for one whole run of `path` with `count` requests."""
+    return callgrind_total([python, str(Path(__file__).resolve()), "--inner", path, str(count)], path)
 
 
 def main() -> None:

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Callable
+
+from instructions import callgrind_total
 
 HERE = Path(__file__).resolve().parent
 WARM = 200
@@ -88,13 +88,7 @@ def pieces() -> dict[str, Callable[[], Any]]:
 
 def count(piece: str, calls: int) -> int:
     """Instructions callgrind counts for one whole run of `piece` called `calls` times."""
-    command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
-               "--inner", piece, str(calls)]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=HERE.parent, env={**os.environ, "PYTHONHASHSEED": "0"})
-    found = re.search(r"Collected : (\d+)", done.stderr)
-    if done.returncode != 0 or found is None:
-        raise SystemExit(f"pieces: {piece} failed under valgrind:\n{done.stderr[-2000:]}")
-    return int(found.group(1))
+    return callgrind_total([sys.executable, str(Path(__file__).resolve()), "--inner", piece, str(calls)], piece)
 
 
 def main() -> None:
