@@ -1222,7 +1222,7 @@ def test_a_raw_schema_the_validator_cannot_honour_is_refused_at_registration() -
         server.add_tool(lambda **kw: "x", name="loose", input_schema={"type": "object", "unevaluatedProperties": False})
 
 
-# The call plan: arguments that fit a flat schema of exact types go straight to the function.
+# The call plan: arguments the quick check accepts go to the function as they are.
 
 # Values of every JSON type, among them what coercion reads ("41", "true") and what an exact-type pass must refuse
 # (a bool for an integer, 2.0 for an integer, an integer past 64 bits).
@@ -1257,6 +1257,6 @@ def _called(tool: Tool, arguments: dict[str, Any], strict: bool) -> Any:
 def test_the_one_pass_plan_answers_exactly_as_the_full_path_does(arguments: dict[str, Any], strict: bool) -> None:
     planned = Tool(_flat, inline=True)
     full = Tool(_flat, inline=True)
-    full._fields = None  # the full path only: coerce, validate, convert
-    assert planned._fields is not None
+    full._quick = None  # the full path only: coerce, validate, convert
+    assert planned._quick is not None
     assert _called(planned, arguments, strict) == _called(full, arguments, strict)

@@ -18,7 +18,7 @@ from .._wire.inputs import InputRequired
 from .._wire.jsonrpc import INTERNAL_ERROR, McpError
 from . import docstrings
 from .context import Context
-from .typeschema import Converter, as_sent, converter_for, hoist_defs, jsonable_default, schema_for, split_annotated
+from .typeschema import Converter, converter_for, hoist_defs, jsonable_default, keeps_value, schema_for, split_annotated
 
 log = logging.getLogger("mcpcore.signature")
 
@@ -85,7 +85,7 @@ class FunctionInfo:
                 )
             )
         # Keyword arguments are the JSON arguments themselves (nothing to convert, nothing else taken).
-        self.as_sent = not self.accepts_any and all(as_sent(param.convert) for param in self.params)
+        self.takes_json = not self.accepts_any and all(keeps_value(param.convert) for param in self.params)
 
     def input_schema(self) -> dict[str, Any]:
         """An object schema with one property per parameter (TypeError if a hint has none)."""

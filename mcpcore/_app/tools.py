@@ -73,10 +73,10 @@ class Tool:
             raise ValueError(f"tool {self.key!r}: an input schema needs \"type\": \"object\" at its root")
         self.input_schema = input_schema if input_schema is not None else self.info.input_schema()
         self.validator = Validator(self.input_schema)
-        # The call plan's one decision: arguments that fit a flat schema of exact types exactly are the
-        # keyword arguments, checked in one pass; anything else takes the full path, which coerces,
-        # validates and explains (the two agree on everything the one pass lets through).
-        self._fields = self.validator.fields if self.info.as_sent and not self.raw_schema else None
+        # The call plan's one decision: where the keyword arguments are the JSON arguments themselves,
+        # arguments the schema's quick check accepts go to the function as they are; anything else takes
+        # the full path, which coerces, validates, explains and converts.
+        self._quick = self.validator.quick if self.raw_schema or self.info.takes_json else None
         self.strict = strict  # None: the server's choice (`Server(strict=...)`)
         self.coercible = could_coerce(self.input_schema)
         self.headers: tuple[HeaderParam, ...] = header_params(self.key, self.input_schema)
@@ -110,8 +110,9 @@ class Tool:
         """Run the tool and return a `CallToolResult` body (without resultType/_meta)."""
         if self.requires:
             context.require_capability(**self.requires)
-        kwargs = self._as_sent(arguments) if self._fields is not None else None
-        if kwargs is None:
+        if self._quick is not None and self._quick(arguments):
+            kwargs = dict(arguments)  # a dict of its own: start adds the Context to it
+        else:
             notes: list[str] = []
             if self.coercible and not (self.strict if self.strict is not None else context.strict):
                 arguments, notes = coerce(arguments, self.input_schema)
@@ -120,7 +121,7 @@ class Tool:
             except SchemaViolation as violation:
                 hint = f" ({notes[0]})" if notes else ""
                 return _error_result(f"Invalid arguments for tool {self.key!r}: {violation}{hint}")
-            try:  # a dict of its own: invoke adds the Context to it
+            try:
                 kwargs = dict(arguments) if self.raw_schema else self.info.convert(arguments)
             except ValueError as error:
                 return _error_result(f"Invalid arguments for tool {self.key!r}: {error}")
@@ -140,17 +141,6 @@ class Tool:
             log.exception("tool %r raised (reference %s); the client gets a masked isError result", self.key, reference)
             return _error_result(f"Error in tool {self.key!r}: an internal error occurred (reference {reference})")
         return self.shape(value)
-
-    def _as_sent(self, arguments: dict[str, Any]) -> dict[str, Any] | None:
-        """The keyword arguments, a copy of `arguments` when each is a property of the flat schema with
-        one of its exact types and none required is missing; None when the full path must decide."""
-        types, required = self._fields  # type: ignore[misc]
-        if not required <= arguments.keys():
-            return None
-        for name, value in arguments.items():
-            if value.__class__ not in types.get(name, ()):
-                return None
-        return dict(arguments)
 
     def shape(self, value: Any) -> dict[str, Any]:
         if value.__class__ is str and not self.structured:  # the commonest answer, first

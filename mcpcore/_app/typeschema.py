@@ -50,7 +50,7 @@ def _identity(value: Any) -> Any:
     return value
 
 
-def as_sent(converter: Converter) -> bool:
+def keeps_value(converter: Converter) -> bool:
     """Whether the converter hands back a value of its JSON type unchanged: none to make (or `int`,
     which an integer already is; a checker that lets only exact types through never gives it 2.0)."""
     return converter is _identity or converter is int

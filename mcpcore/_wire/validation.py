@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 _MAX_DEPTH = 64
 _MAX_STEPS = 1_000_000  # a per-validation budget against composition blow-ups
@@ -172,19 +172,6 @@ def _leaf_types(schema: Any) -> tuple[type, ...] | None:
     return _LEAF_TYPES.get(kind) if isinstance(kind, str) else None
 
 
-def flat_fields(schema: Any) -> tuple[dict[str, tuple[type, ...]], frozenset[str]] | None:
-    """For an object of `{"type": T}` leaves that admits no other property: each property's exact
-    types and the required names, from which alone what it accepts is read; None for any other schema."""
-    if not isinstance(schema, dict) or schema.get("type") != "object" or schema.get("additionalProperties") is not False:
-        return None
-    if not schema.keys() - _ANNOTATIONS <= {"type", "properties", "required", "additionalProperties"}:
-        return None
-    fields = {name: _leaf_types(sub) for name, sub in schema.get("properties", {}).items()}
-    if any(types is None for types in fields.values()):
-        return None
-    return fields, frozenset(schema.get("required", ()))  # type: ignore[arg-type]
-
-
 def _fast_check(schema: Any) -> Any:
     """A quick yes/no check for the common simple schemas, or None when not simple.
 
@@ -238,7 +225,6 @@ class Validator:
         self._steps = 0
         self._following: set[tuple[int, int]] = set()  # ($ref target, value) pairs being checked
         self._quick = _fast_check(schema)
-        self.fields = flat_fields(schema)  # what a caller may check in one pass, when the schema is that simple
 
     def accepts(self, value: Any) -> bool:
         """Whether the value is valid (no explanation)."""
@@ -247,6 +233,12 @@ class Validator:
         except SchemaViolation:
             return False
         return True
+
+    @property
+    def quick(self) -> Callable[[Any], bool] | None:
+        """The yes/no check of a simple schema (exact-type leaves and objects of them), or None:
+        what it says yes to is valid as it stands, with nothing to coerce."""
+        return self._quick
 
     def validate(self, value: Any) -> None:
         """Raise `SchemaViolation` for the first problem found."""
