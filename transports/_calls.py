@@ -54,7 +54,8 @@ EAGER_TASKS = sys.version_info >= (3, 12)  # asyncio.Task(..., eager_start=True)
 
 class Inbound(NamedTuple):
     """A parsed message: a request, a notification or a response (`classify`'s verdict).
-    A tuple, as it is made for every message: a frozen dataclass costs several times more."""
+    A tuple, as one is made for every message (a frozen dataclass sets each field through
+    `object.__setattr__`)."""
 
     kind: str
     message: dict[str, Any]

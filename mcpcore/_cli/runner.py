@@ -118,8 +118,8 @@ def run_workers(
 ) -> int:
     """Supervise `workers` HTTP worker processes on one socket; return the exit status.
     `shared`: the workers share state on Redis (`--redis`); without it, say what stays per worker."""
-    from ..transports.http import public_bind_refusal
     from ..transports._workers import supervise
+    from ..transports.http import public_bind_refusal
 
     refusal = public_bind_refusal(host, allowed_hosts)
     if refusal is not None:

@@ -43,8 +43,8 @@ from .._wire.jsonrpc import (
 from .._wire.protocol import INPUT_METHODS, NAME_FIELDS, REMOVED_METHODS, Route, method_route
 from .._wire.sealing import binding
 from ..logs import call_facts, facts_of
-from .shape import App, Handler
 from .legacy import LegacyDispatcher
+from .shape import App, Handler
 
 if TYPE_CHECKING:
     from .._runtime.metrics import Metrics
