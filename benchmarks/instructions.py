@@ -40,6 +40,7 @@ PATHS = {  # name → (transport, echo flavour or method, requests per chunk of 
     "stdio-sync-echo": ("stdio", "sync", 1),
     "stdio-floor": ("stdio-floor", "async", 1),  # the least an asyncio MCP server does (servers/floor_stdio.py)
     "stdio-floor-pipelined": ("stdio-floor", "async", PIPELINED),
+    "stdio-bound": ("stdio-bound", "async", 1),  # the floor plus every check a correct server makes (servers/bound_stdio.py)
     "stdio-ceiling": ("stdio-ceiling", "async", 1),  # the bare asyncio pipe echo: no parsing, no tasks
     "http-echo": ("http", "async", 1),
     "http-sync-echo": ("http", "sync", 1),
@@ -54,6 +55,7 @@ PATHS = {  # name → (transport, echo flavour or method, requests per chunk of 
 }
 REFERENCES = {  # path → what its transport costs at least, measured in the same run
     "stdio-echo": "stdio-floor", "stdio-sync-echo": "stdio-floor", "stdio-echo-pipelined": "stdio-floor-pipelined",
+    "stdio-bound": "stdio-floor",
     "http-echo": "http-ceiling", "http-sync-echo": "http-ceiling", "http-tools-list": "http-ceiling",
     "http-echo-middleware": "http-ceiling", "http-session-echo": "http-ceiling", "http-echo-asgi": "asgi-ceiling",
 }
@@ -220,10 +222,12 @@ async def drive(transport: str, flavour: str, count: int, batch: int) -> None:
             session._output = FakeTransport(sink)  # type: ignore[assignment]
             feed = session.feed
         else:
+            from bound_stdio import Bound  # type: ignore[import-not-found]
             from ceiling_stdio import Echo  # type: ignore[import-not-found]
             from floor_stdio import Floor  # type: ignore[import-not-found]
 
-            feed = (Echo if transport == "stdio-ceiling" else Floor)(FakeTransport(sink), loop.create_future()).data_received
+            protocol = {"stdio-ceiling": Echo, "stdio-floor": Floor, "stdio-bound": Bound}[transport]
+            feed = protocol(FakeTransport(sink), loop.create_future()).data_received
     for _ in range(0, count, batch):
         answered.append(loop.create_future())
         owed[0] = batch
