@@ -19,15 +19,19 @@ SERVER = 'from mcpcore import Server\nserver = Server("configured")\n'
 
 def served_at(folder: Path, *args: str, env: dict[str, str] | None = None) -> str:
     """Start `mcpcore run ARGS` in `folder`, wait for its "serving ... at URL" line, stop it; the URL."""
+    return re.search(r"serving 'configured' at (\S+)", banner(folder, *args, env=env)).group(1)  # type: ignore[union-attr]
+
+
+def banner(folder: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    """Start `mcpcore run ARGS` in `folder`, wait for its "serving ..." line, stop it; the line."""
     command = [sys.executable, "-m", "mcpcore", "run", *args]
     process = subprocess.Popen(command, cwd=folder, stderr=subprocess.PIPE, text=True, start_new_session=True,
                                env={**os.environ, **(env or {})})
     try:
         assert process.stderr is not None
         for line in process.stderr:  # the server runs until stopped: this loop ends at the line or at exit
-            found = re.search(r"serving 'configured' at (\S+)", line)
-            if found:
-                return found.group(1)
+            if "serving 'configured' at " in line:
+                return line
         raise AssertionError(f"exited with {process.wait()} without serving")
     finally:
         os.killpg(process.pid, signal.SIGKILL)
@@ -52,7 +56,24 @@ def test_pyproject_tool_table_and_list_settings(tmp_path: Path) -> None:
     assert served_at(tmp_path) == f"http://127.0.0.1:{port}/api"
 
 
+@pytest.mark.parametrize(("setting", "env", "flag"), [
+    ("stateless = true\n", {}, ()),
+    ("", {"MCPCORE_STATELESS": "yes"}, ()),
+    ("stateless = false\n", {}, ("--stateless",)),
+])
+def test_an_on_off_option_from_the_file_the_environment_or_the_line(
+        tmp_path: Path, setting: str, env: dict[str, str], flag: tuple[str, ...]) -> None:
+    (tmp_path / "server.py").write_text(SERVER)
+    (tmp_path / "mcpcore.toml").write_text(f'target = "server.py"\ntransport = "http"\nport = {free_port()}\n'
+                                           f'log_level = "info"\n{setting}')
+    assert "(stateless: 2025-era clients get no sessions)" in banner(tmp_path, *flag, env=env)
+    off = banner(tmp_path, env={"MCPCORE_STATELESS": "off"})
+    assert "stateless" not in off
+
+
 @pytest.mark.parametrize(("content", "env", "message"), [
+    ('target = "server.py"\nstateless = "sometimes"\n', {}, "mcpcore.toml: stateless: 'sometimes' is not valid"),
+    ('target = "server.py"\n', {"MCPCORE_STATELESS": "2"}, "MCPCORE_STATELESS: '2' is not valid"),
     ('target = "server.py"\nprot = 1\n', {}, "mcpcore.toml: unknown setting 'prot'"),
     ('target = "server.py"\nport = "eighty"\n', {}, "mcpcore.toml: port: 'eighty' is not valid"),
     ('target = "server.py"\n', {"MCPCORE_MAX_CONNECTIONS": "many"}, "MCPCORE_MAX_CONNECTIONS: 'many' is not valid"),

@@ -69,16 +69,24 @@ async def test_workers_share_a_port_restart_when_killed_and_stop_together() -> N
                                 inputResponses={"name": {"action": "accept", "content": {"name": "Ada"}}})
                 answer = await client.post(retry)
             assert answer.json["result"]["content"][0]["text"] == "Hello, Ada!"
-        async with HttpClient.connect(_Port(port)) as client:  # type: ignore[arg-type]
-            opening = {"jsonrpc": "2.0", "id": 9, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}}}
-            refused = await client.post(opening, {"content-type": "application/json", "accept": "application/json, text/event-stream"}, legacy=True)
-        assert refused.status == 503 and "use protocol 2026-07-28, run one worker" in refused.json["error"]["message"]
+        # Without --redis a 2025-era client is served stateless, whichever worker each request reaches.
+        plain = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+        opening = {"jsonrpc": "2.0", "id": 9, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}}}
+        touching = {"jsonrpc": "2.0", "id": 10, "method": "tools/call", "params": {"name": "touch", "arguments": {"uri": "demo://note"}}}
+        for _ in range(4):
+            async with HttpClient.connect(_Port(port)) as client:  # type: ignore[arg-type]
+                opened = await client.post(opening, plain, legacy=True)
+            assert opened.status == 200 and "mcp-session-id" not in opened.headers, opened.body
+            async with HttpClient.connect(_Port(port)) as client:  # type: ignore[arg-type]
+                touched = await client.post(touching, {**plain, "mcp-protocol-version": "2025-11-25"}, legacy=True)
+            assert touched.status == 200 and touched.response["result"]["content"][0]["text"] == "touched", touched.body
         victim = sorted(children_of(supervisor.pid))[0]
         os.kill(victim, signal.SIGKILL)
         await wait_for(lambda: victim not in children_of(supervisor.pid) and len(children_of(supervisor.pid)) == 2)
         supervisor.send_signal(signal.SIGTERM)
         assert supervisor.wait(30) == 0  # 1 if a worker had to be killed instead of stopping gracefully
         assert children_of(supervisor.pid) == set()
+        assert "2025-era clients are served stateless" in supervisor.stderr.read().decode()  # type: ignore[union-attr]
     finally:
         if supervisor.poll() is None:
             supervisor.kill()

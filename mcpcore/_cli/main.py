@@ -138,11 +138,14 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     http.add_argument("--max-body-bytes", type=int, help=f"largest accepted request body ({d.HTTP_MAX_BODY_BYTES // d.MIB} MiB)")
     http.add_argument("--max-connections", type=int, help=f"open connections before new ones get 503 ({d.HTTP_MAX_CONNECTIONS})")
     http.add_argument("--max-sessions", type=int, help=f"live 2025-era sessions before initialize is refused "
-                      f"({d.HTTP_MAX_SESSIONS}, per process; 0 with --workers unless --redis)")
+                      f"({d.HTTP_MAX_SESSIONS}, per process)")
     http.add_argument("--max-sessions-per-principal", type=int, help="live 2025-era sessions one authenticated "
                       f"principal may hold (1/{d.HTTP_SESSION_SHARE} of --max-sessions; with --redis, across processes)")
     http.add_argument("--session-idle-timeout", type=float, help="seconds a 2025-era session lives without "
                       f"a request ({d.HTTP_SESSION_IDLE_TIMEOUT:g})")
+    http.add_argument("--stateless", action="store_true", default=None,
+                      help="serve 2025-era clients without sessions: each POST stands on its own, for many processes "
+                           "behind a plain load balancer (the default with --workers unless --redis)")
     http.add_argument("--workers", type=int, help="worker processes sharing the port (1)")
     http.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)  # set by the worker supervisor
     inspect = commands.add_parser("inspect", help="list a server's tools (with schemas), resources and prompts")
@@ -172,10 +175,10 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
 
 _STDIO_OPTIONS = ("max_in_flight", "max_line_bytes", "grace_period")
 _HTTP_ONLY = ("host", "port", "path", "allowed_origins", "allowed_hosts", "max_body_bytes", "max_connections",
-              "max_sessions", "max_sessions_per_principal", "session_idle_timeout")
+              "max_sessions", "max_sessions_per_principal", "session_idle_timeout", "stateless")
 _HTTP_OPTIONS = ("max_in_flight", "grace_period", "host", "port", "path", "allowed_origins", "allowed_hosts",
                  "max_body_bytes", "max_connections", "max_sessions", "max_sessions_per_principal",
-                 "session_idle_timeout", "listen_fd")
+                 "session_idle_timeout", "stateless", "listen_fd")
 
 
 def _without_option(argv: list[str], option: str) -> list[str]:
@@ -198,11 +201,12 @@ RUN_DEFAULTS = {"transport": "stdio", "log_level": DEFAULT_LEVEL, "log_format": 
 def _settle(runner: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Fill the `run` options the command line left out from the environment and the settings file, then
     the defaults (mcpcore/_cli/settings.py); a bad setting exits with its source named."""
-    from .settings import SettingsError, load
+    from .settings import SettingsError, flag, load
 
     actions = {a.dest: a for a in runner._actions if a.dest not in ("help", "listen_fd")}
+    kinds = {dest: flag if action.const is True else action.type or str for dest, action in actions.items()}
     try:
-        found = load({dest: action.type or str for dest, action in actions.items()})
+        found = load(kinds)
     except SettingsError as error:
         sys.exit(f"mcpcore: {error}")
     for dest, action in actions.items():
@@ -272,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.command != "run":
         sys.exit(_inner_loop(server, args))
     if args.transport != "http":
-        given = [f"--{name.replace('_', '-')}" for name in _HTTP_ONLY if getattr(args, name) is not None]
+        given = [f"--{name.replace('_', '-')}" for name in _HTTP_ONLY if getattr(args, name) not in (None, False)]
         if args.workers > 1:
             given.append("--workers")
         if given:
@@ -286,9 +290,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.workers > 1:
         worker_args = _without_option(argv, "--workers")
         if not args.redis_url:
-            # Without a shared store a 2025-era session lives in one process, and the kernel spreads
-            # connections over all of them: workers serve the stateless wire only.
-            worker_args = _without_option(worker_args, "--max-sessions") + ["--max-sessions", "0"]
+            # Without a shared store a 2025-era session would live in one process, and the kernel spreads
+            # connections over all of them: workers serve 2025-era clients stateless.
+            worker_args.append("--stateless")
         host, path = args.host or d.HTTP_HOST, args.path or d.HTTP_PATH
         port = d.HTTP_PORT if args.port is None else args.port  # 0: any free port
         try:

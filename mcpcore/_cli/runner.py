@@ -60,7 +60,8 @@ async def _serve(server: Server, transport: str, options: dict[str, Any]) -> Non
             async with anyio.create_task_group() as serving:
                 await serving.start(http.serve)
                 if http.config.listen_fd is None:
-                    log.info("serving %r at %s", server.name, http.url)
+                    log.info("serving %r at %s%s", server.name, http.url,
+                             " (stateless: 2025-era clients get no sessions)" if http.config.stateless else "")
                 if http.config.listen_fd is not None or SUPERVISOR_ENV in os.environ:  # stop with the supervisor
                     tasks.start_soon(_stop_when_orphaned, http.stop)
                 if not server.sealer.configured:  # said at start, while someone reads it
@@ -127,6 +128,7 @@ def run_workers(
 
     configure(log_level, log_format)
     if not shared:
-        log.warning("each worker keeps its own state: a subscriptions/listen stream hears only the changes its "
-                    "worker announces; run with --redis URL to share them")
+        log.warning("each worker keeps its own state: 2025-era clients are served stateless (no sessions, so no "
+                    "GET stream, resources/subscribe or server-to-client requests), and a subscriptions/listen stream "
+                    "hears only the changes its worker announces; run with --redis URL to share them")
     return supervise(worker_args, host, port, workers, path)

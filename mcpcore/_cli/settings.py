@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-__all__ = ["SettingsError", "load"]
+__all__ = ["SettingsError", "flag", "load"]
 
 PREFIX = "MCPCORE_"
 LISTS = {"allowed_hosts": "allow_host", "allowed_origins": "allow_origin"}  # option dest → setting name
@@ -24,6 +24,17 @@ LISTS = {"allowed_hosts": "allow_host", "allowed_origins": "allow_origin"}  # op
 
 class SettingsError(ValueError):
     """A setting that cannot be used, said with where it came from."""
+
+
+def flag(text: str) -> bool:
+    """An on/off option's value as text (`MCPCORE_STATELESS=1`); TOML gives a boolean itself."""
+    value = _FLAG_WORDS.get(text.strip().lower())
+    if value is None:
+        raise ValueError(f"say one of {', '.join(_FLAG_WORDS)}")
+    return value
+
+
+_FLAG_WORDS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 
 
 def _toml(path: Path) -> dict[str, Any]:
@@ -89,6 +100,8 @@ def _checked(dest: str, value: Any, kind: Callable[[str], Any], where: str) -> A
             value = [value]
         if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
             raise SettingsError(f"{where}: expected a list of strings, not {value!r}")
+        return value
+    if isinstance(value, bool) and kind is flag:
         return value
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise SettingsError(f"{where}: expected a string or a number, not {value!r}")

@@ -157,6 +157,18 @@ class Session:
         self._pending: dict[str, _Pending] = {}
         self._bus: Bus | None = None
         self.last_seen = 0.0
+        self.one_request = False  # a stateless server's stand-in, for one HTTP POST (`for_one_request`)
+
+    @classmethod
+    def for_one_request(cls, principal: str | None, version: str | None) -> Session:
+        """A stateless server's stand-in for a session, living for one POST: negotiated by the `initialize`
+        it carries, or taken as negotiated at `version` and initialized. Nothing reaches it after its
+        answer, so it follows nothing and asks the client nothing (the answer could reach another process)."""
+        session = cls(principal=principal)
+        session.one_request = True
+        if version is not None:
+            session.version, session.initialized = version, True
+        return session
 
     @property
     def negotiated(self) -> bool:
@@ -379,9 +391,8 @@ class Sessions:
         cannot overshoot them; `add` keeps the place for the session, `abandon` gives it back.
         """
         if self.limit == 0:
-            raise SessionsFull("This server opens no 2025-era sessions (max_sessions=0; with --workers "
-                               "and no --redis, because a session would live in one worker): use protocol 2026-07-28, "
-                               "run one worker, or share sessions with --redis")
+            raise SessionsFull("This server opens no 2025-era sessions (max_sessions=0): use protocol 2026-07-28, "
+                               "or ask its operator for --stateless or a session limit")
         self.expire()
         if len(self._live) + self._reserved >= self.limit:
             raise SessionsFull(f"Too many open sessions (limit {self.limit}); retry later or end one with DELETE")

@@ -16,6 +16,9 @@ A shared session (`Session.store`) records what `initialize`,
 `notifications/initialized`, `logging/setLevel` and `resources/subscribe` or
 `unsubscribe` change before the client hears of it, so its next request may go
 to another process; `mirror` is a process's copy of a session opened elsewhere.
+A stateless server's session lives for one request (`Session.one_request`): its
+`initialize` offers no list changes or subscriptions, and what would need the
+client later (`resources/subscribe`, a server-to-client request) is refused.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ INPUT_TIMEOUT = 300.0  # seconds the client has to answer one server-to-client r
 _MODERN_ONLY = frozenset({"resultType", "ttlMs", "cacheScope", "_meta"})
 # What versions before 2025-06-18 lack (structured tool output).
 _WITHOUT_STRUCTURED = _MODERN_ONLY | {"structuredContent"}
+_NEEDS_SESSION = frozenset({"listChanged", "subscribe"})  # capabilities a stateless server cannot keep
 
 
 def negotiate(requested: Any) -> str:
@@ -136,6 +140,9 @@ class LegacyDispatcher:
                 await recording
             return {}
         if method in ("resources/subscribe", "resources/unsubscribe"):
+            if session.one_request:
+                raise McpError(METHOD_NOT_FOUND, f"{method} needs a session, and this server runs stateless: no "
+                               "update could reach the client after this answer (initialize offers no subscribe)")
             uri = params.get("uri")
             if not isinstance(uri, str):
                 raise invalid_params(f'{method} needs a string "uri"')
@@ -194,9 +201,13 @@ class LegacyDispatcher:
         server = self.server
         version = negotiate(requested)
         session.open(version, params, self._offered(), server.bus)
+        capabilities = server.capabilities(extensions=False)
+        if session.one_request:  # nothing reaches a client between its requests: no list changes, no subscriptions
+            capabilities = {name: {key: value for key, value in offer.items() if key not in _NEEDS_SESSION}
+                            for name, offer in capabilities.items()}
         result: dict[str, Any] = {
             "protocolVersion": version,
-            "capabilities": server.capabilities(extensions=False),
+            "capabilities": capabilities,
             "serverInfo": {"name": server.name, "version": server.version},
         }
         if server.instructions:
@@ -209,6 +220,9 @@ class LegacyDispatcher:
     ) -> dict[str, Any] | bytes:
         """The handler asked (`ask`): each `InputRequired` becomes requests to the client, answered in turn,
         and the handler runs again with the answers."""
+        if session.one_request:
+            raise McpError(INVALID_REQUEST, f"{route.method} asks the client for input, which needs a session: this "
+                           "server runs stateless, and the client's answer could reach another process")
         for round_number in range(1, MAX_INPUT_ROUNDS + 1):
             _, payload = ask.result(context.client_capabilities)  # -32021 unless declared
             raw = {}

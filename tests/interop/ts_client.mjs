@@ -1,6 +1,7 @@
 // The official TypeScript SDK v1 client against an mcpcore server: one run of every feature.
-//   node ts_client.mjs stdio COMMAND ARG...     |     node ts_client.mjs http URL
-// Prints one JSON object with what it saw; exits 1 on any error.
+//   node ts_client.mjs stdio COMMAND ARG...  |  node ts_client.mjs http URL  |  node ts_client.mjs http-stateless URL
+// Prints one JSON object with what it saw; exits 1 on any error. Against a stateless server
+// (`http-stateless`) the elicitation cannot work: what the server said instead is recorded.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -25,7 +26,10 @@ seen.prompt = (await client.getPrompt({ name: "plan", arguments: { city: "Rome" 
 const progress = [];
 await client.callTool({ name: "steps", arguments: {} }, undefined, { onprogress: (p) => progress.push(p.progress) });
 seen.progress = progress;
-seen.greeting = (await client.callTool({ name: "greet", arguments: {} })).content[0].text;
+const greeting = client.callTool({ name: "greet", arguments: {} });
+seen.greeting = kind === "http-stateless"
+  ? await greeting.then((result) => `answered: ${JSON.stringify(result)}`, (error) => `refused: ${error.message}`)
+  : (await greeting).content[0].text;
 if (kind !== "stdio") await transport.terminateSession(); // DELETE
 await client.close();
 console.log(JSON.stringify(seen));

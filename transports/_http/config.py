@@ -25,6 +25,7 @@ class HttpConfig:
     body_timeout: float = defaults.HTTP_BODY_TIMEOUT
     keep_alive_timeout: float = defaults.HTTP_KEEP_ALIVE_TIMEOUT
     sse_keepalive: float = defaults.HTTP_SSE_KEEPALIVE
+    stateless: bool = False  # 2025-era clients served without sessions: each POST stands on its own
     grace_period: float = defaults.HTTP_GRACE_PERIOD
     max_sessions: int = defaults.HTTP_MAX_SESSIONS
     max_sessions_per_principal: int | None = None  # one authenticated principal's share (None: a tenth of max_sessions)

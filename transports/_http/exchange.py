@@ -37,7 +37,15 @@ import orjson
 from mcpcore._runtime.call import Call
 from mcpcore._runtime.session import Session, Sessions, SessionsFull, SessionStore, StoredEvent
 from mcpcore._serving.server import Server
-from mcpcore._wire.jsonrpc import INVALID_REQUEST, NOTIFICATION, REQUEST, RESPONSE, McpError, encode_error
+from mcpcore._wire.jsonrpc import (
+    INVALID_REQUEST,
+    LEGACY_VERSIONS,
+    NOTIFICATION,
+    REQUEST,
+    RESPONSE,
+    McpError,
+    encode_error,
+)
 from mcpcore._wire.protocol import Route, http_status
 from mcpcore.auth import AccessToken, Auth, AuthFailure, VerifierUnavailable
 from mcpcore.routes import CustomRoute, HttpRequest
@@ -117,7 +125,8 @@ class Endpoint:
         self.port: int = config.port
         self.policy: Policy = self.policy_for(config.host, self.port)
         self.runner = CallRunner(server, max_in_flight=config.max_in_flight, grace_period=config.grace_period)
-        shared = getattr(server.store, "sessions", None)  # a shared state may share no sessions
+        # A shared state may share no sessions; a stateless endpoint keeps none.
+        shared = None if config.stateless else getattr(server.store, "sessions", None)
         self.sessions = Sessions(config.max_sessions, config.session_idle_timeout, time.monotonic, shared,
                                  config.max_sessions_per_principal)
         self.stores: weakref.WeakKeyDictionary[Session, StreamStore] = weakref.WeakKeyDictionary()
@@ -238,8 +247,8 @@ class Exchange:
         self.gone = True
         if self.writer is not None:
             self.writer.abort()
-        if self.call is not None and self.call.session is None:
-            self.call.cancel()  # on the legacy wire only notifications/cancelled cancels
+        if self.call is not None and (self.call.session is None or cast(Session, self.call.session).one_request):
+            self.call.cancel()  # in a kept legacy session only notifications/cancelled cancels
         if self.stream is not None:
             self.stream.cancel()
         if self.verifying is not None:
@@ -498,6 +507,8 @@ class Exchange:
 
     def _legacy(self, kind: str, message: dict[str, Any]) -> bool:
         """A legacy POST: `initialize` opens a session, anything else needs a live one."""
+        if self.endpoint.config.stateless:
+            return self._stateless(kind, message)
         sessions = self.endpoint.sessions
         opening = kind == REQUEST and message["method"] == "initialize" and "mcp-session-id" not in self._headers
         if opening:
@@ -518,6 +529,22 @@ class Exchange:
             self._answer(found)
             return self._next_cycle()
         return self._in_session(found, kind, message)
+
+    def _stateless(self, kind: str, message: dict[str, Any]) -> bool:
+        """A legacy POST on a stateless endpoint: served in a session of its own that ends with it
+        (`initialize` mints no id; any other request is taken as initialized, at its
+        `MCP-Protocol-Version`, or 2025-03-26 without one, as the 2025-06-18 revision says)."""
+        if kind == NOTIFICATION:
+            return self._accepted()  # nothing to record, and no call here to cancel
+        if message["method"] == "initialize":
+            version = None
+        else:
+            version = self._headers.get("mcp-protocol-version", "2025-03-26")
+            if version not in LEGACY_VERSIONS:
+                why = f"Unsupported MCP-Protocol-Version {version!r}; use one of {', '.join(LEGACY_VERSIONS)}"
+                self._answer(Rejection(400, McpError(INVALID_REQUEST, why), message["id"]))
+                return self._next_cycle()
+        return self._in_session(Session.for_one_request(self._principal, version), kind, message)
 
     def _open(self, session: Session, message: dict[str, Any]) -> bool:
         """Run the `initialize` that may open `session` (in the place reserved for it)."""
@@ -546,7 +573,7 @@ class Exchange:
         call = self._call(message, route, session)
         session.calls[message["id"]] = call
         sink = HttpWriter(self, self.endpoint.config.sse_keepalive, self._session_headers)
-        if session.version == "2025-11-25":  # resumable: an SSE stream with event ids (resume.py)
+        if session.version == "2025-11-25" and not session.one_request:  # resumable: an SSE stream with event ids (resume.py)
             self.call, self.writer = call, sink
             stream = self.endpoint.stream_store(session).open(sink, self.close)
             self.endpoint.runner.submit(call, stream, lambda call: self._finished(call, stream))
@@ -608,6 +635,10 @@ class Exchange:
 
     def _session_request(self, method: str) -> bool:
         """GET opens a session's standalone stream; DELETE ends the session."""
+        if self.endpoint.config.stateless:
+            why = f"{method} serves 2025-era sessions, and this server runs stateless (it keeps none): POST each request"
+            self._answer(Rejection(405, McpError(INVALID_REQUEST, why), None, (("allow", "POST"),)))
+            return self._next_cycle()
         sessions = self.endpoint.sessions
         session_id = self._headers.get("mcp-session-id")
         if session_id and sessions.store is not None and not self._synced:
@@ -706,7 +737,10 @@ class Exchange:
         writer = self.writer
         self.call = self.writer = None
         if call.session is not None:
-            cast(Session, call.session).calls.pop(call.message["id"], None)
+            session = cast(Session, call.session)
+            session.calls.pop(call.message["id"], None)
+            if session.one_request:
+                session.close()  # an initialize attached it to the server's changes
         opening, self._opening = self._opening, None
         if opening is not None:  # an initialize whose session was not registered: it failed, or its client left
             self._give_back(opening, lambda: self._after(writer))
