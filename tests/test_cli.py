@@ -130,7 +130,7 @@ def test_a_dotted_target_is_found_from_the_working_folder(tmp_path: Path, monkey
     assert load_target("cwd_pkg_for_cli_test.srv:server").name == "from-cwd"
 
 
-@pytest.mark.parametrize("option", [["--port", "9"], ["--host", "0.0.0.0"], ["--workers", "2"], ["--stateless"]])
+@pytest.mark.parametrize("option", [["--port", "9"], ["--host", "0.0.0.0"], ["--workers", "2"], ["--stateless"], ["--json-response"]])
 def test_http_options_without_the_http_transport_are_refused(option: list[str]) -> None:
     result = subprocess.run([sys.executable, "-m", "mcpcore", "run", str(ROOT / "examples" / "echo_server.py"), *option],
                             capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)

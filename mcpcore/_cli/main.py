@@ -146,6 +146,9 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     http.add_argument("--stateless", action="store_true", default=None,
                       help="serve 2025-era clients without sessions: each POST stands on its own, for many processes "
                            "behind a plain load balancer (the default with --workers unless --redis)")
+    http.add_argument("--json-response", action="store_true", default=None,
+                      help="never answer with an SSE stream, for clients and proxies that cannot take one: a call's "
+                           "notifications are dropped (and counted), and what needs a stream is refused")
     http.add_argument("--workers", type=int, help="worker processes sharing the port (1)")
     http.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)  # set by the worker supervisor
     inspect = commands.add_parser("inspect", help="list a server's tools (with schemas), resources and prompts")
@@ -175,10 +178,10 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
 
 _STDIO_OPTIONS = ("max_in_flight", "max_line_bytes", "grace_period")
 _HTTP_ONLY = ("host", "port", "path", "allowed_origins", "allowed_hosts", "max_body_bytes", "max_connections",
-              "max_sessions", "max_sessions_per_principal", "session_idle_timeout", "stateless")
+              "max_sessions", "max_sessions_per_principal", "session_idle_timeout", "stateless", "json_response")
 _HTTP_OPTIONS = ("max_in_flight", "grace_period", "host", "port", "path", "allowed_origins", "allowed_hosts",
                  "max_body_bytes", "max_connections", "max_sessions", "max_sessions_per_principal",
-                 "session_idle_timeout", "stateless", "listen_fd")
+                 "session_idle_timeout", "stateless", "json_response", "listen_fd")
 
 
 def _without_option(argv: list[str], option: str) -> list[str]:

@@ -53,6 +53,7 @@ class Metrics:
         self.errors: collections.Counter[int] = collections.Counter()  # by JSON-RPC code
         self.durations: dict[str, _Histogram] = collections.defaultdict(_Histogram)  # by method
         self.rejections: collections.Counter[int] = collections.Counter()  # HTTP refusals by status
+        self.dropped_notifications = 0  # not sent: the server answers JSON only
 
     def call_ended(self, method: str, tool: str, code: int | None, cancelled: bool, seconds: float) -> None:
         method = method if method in KNOWN_METHODS else "other"
@@ -64,6 +65,9 @@ class Metrics:
 
     def rejected(self, status: int) -> None:
         self.rejections[status] += 1
+
+    def notification_dropped(self) -> None:
+        self.dropped_notifications += 1
 
     def render(self, gauges: Mapping[str, tuple[str, float]]) -> bytes:
         """The text exposition format; `gauges` maps a name to (help, value)."""
@@ -90,6 +94,9 @@ class Metrics:
         family("mcpcore_http_rejections_total", "counter", "HTTP requests refused before a call, by status.")
         for status, n in sorted(self.rejections.items()):
             out.append(f'mcpcore_http_rejections_total{{status="{status}"}} {n}')
+        family("mcpcore_notifications_dropped_total", "counter",
+               "Notifications of a call not sent because the server answers JSON only (--json-response).")
+        out.append(f"mcpcore_notifications_dropped_total {self.dropped_notifications}")
         for name, (help_text, value) in gauges.items():
             family(name, "gauge", help_text)
             out.append(f"{name} {value:g}")

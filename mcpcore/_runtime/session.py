@@ -158,6 +158,7 @@ class Session:
         self._bus: Bus | None = None
         self.last_seen = 0.0
         self.one_request = False  # a stateless server's stand-in, for one HTTP POST (`for_one_request`)
+        self.cannot_ask: str | None = None  # why server-to-client requests cannot reach its client, if they cannot
 
     @classmethod
     def for_one_request(cls, principal: str | None, version: str | None) -> Session:
@@ -166,6 +167,7 @@ class Session:
         answer, so it follows nothing and asks the client nothing (the answer could reach another process)."""
         session = cls(principal=principal)
         session.one_request = True
+        session.cannot_ask = "needs a session: this server runs stateless, and the client's answer could reach another process"
         if version is not None:
             session.version, session.initialized = version, True
         return session

@@ -18,7 +18,8 @@ A shared session (`Session.store`) records what `initialize`,
 to another process; `mirror` is a process's copy of a session opened elsewhere.
 A stateless server's session lives for one request (`Session.one_request`): its
 `initialize` offers no list changes or subscriptions, and what would need the
-client later (`resources/subscribe`, a server-to-client request) is refused.
+client later (`resources/subscribe`, a server-to-client request) is refused, as
+server-to-client requests are wherever `Session.cannot_ask` says why.
 """
 
 from __future__ import annotations
@@ -220,9 +221,8 @@ class LegacyDispatcher:
     ) -> dict[str, Any] | bytes:
         """The handler asked (`ask`): each `InputRequired` becomes requests to the client, answered in turn,
         and the handler runs again with the answers."""
-        if session.one_request:
-            raise McpError(INVALID_REQUEST, f"{route.method} asks the client for input, which needs a session: this "
-                           "server runs stateless, and the client's answer could reach another process")
+        if session.cannot_ask is not None:  # refused before anything is sent: no answer could come back
+            raise McpError(INVALID_REQUEST, f"{route.method} asks the client for input, which {session.cannot_ask}")
         for round_number in range(1, MAX_INPUT_ROUNDS + 1):
             _, payload = ask.result(context.client_capabilities)  # -32021 unless declared
             raw = {}

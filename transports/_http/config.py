@@ -26,6 +26,7 @@ class HttpConfig:
     keep_alive_timeout: float = defaults.HTTP_KEEP_ALIVE_TIMEOUT
     sse_keepalive: float = defaults.HTTP_SSE_KEEPALIVE
     stateless: bool = False  # 2025-era clients served without sessions: each POST stands on its own
+    json_response: bool = False  # never an SSE answer: notifications before a response are dropped (and counted)
     grace_period: float = defaults.HTTP_GRACE_PERIOD
     max_sessions: int = defaults.HTTP_MAX_SESSIONS
     max_sessions_per_principal: int | None = None  # one authenticated principal's share (None: a tenth of max_sessions)

@@ -159,6 +159,12 @@ class Endpoint:
             store = self.stores[session] = StreamStore(prefix=self.stream_prefix, shared=keep)
         return store
 
+    def dropped(self) -> None:
+        """A JSON-only answer left a notification out (`HttpConfig.json_response`)."""
+        metrics = self.server.metrics
+        if metrics is not None:
+            metrics.notification_dropped()
+
     def gauges(self, connections: int) -> dict[str, tuple[str, float]]:
         """The live gauges `/metrics` shows beside the server's counters."""
         threads = self.server.threads
@@ -371,8 +377,18 @@ class Exchange:
             return self._next_cycle()
         if self._token is not None and self._forbidden(route, message):
             return self._next_cycle()
-        self._start(self._call(message, route), HttpWriter(self, self.endpoint.config.sse_keepalive))
+        if route.long_lived and self.endpoint.config.json_response:
+            why = f"{route.method} is answered with an SSE stream, and this server answers JSON only (--json-response)"
+            self._answer(Rejection(400, McpError(INVALID_REQUEST, why), message["id"]))
+            return self._next_cycle()
+        self._start(self._call(message, route), self._writer())
         return False
+
+    def _writer(self, head_headers: Callable[[], list[tuple[bytes, bytes]]] | None = None) -> HttpWriter:
+        """The writer of a call's answer: JSON only when so configured (its notifications dropped and counted)."""
+        endpoint = self.endpoint
+        return HttpWriter(self, endpoint.config.sse_keepalive, head_headers,
+                          endpoint.dropped if endpoint.config.json_response else None)
 
     def _serve_route(self, route: CustomRoute) -> bool:
         """Run a custom route's function in a task (a sync one on the worker pool), then answer."""
@@ -572,8 +588,11 @@ class Exchange:
             return self._next_cycle()
         call = self._call(message, route, session)
         session.calls[message["id"]] = call
-        sink = HttpWriter(self, self.endpoint.config.sse_keepalive, self._session_headers)
-        if session.version == "2025-11-25" and not session.one_request:  # resumable: an SSE stream with event ids (resume.py)
+        sink = self._writer(self._session_headers)
+        streams = not self.endpoint.config.json_response
+        if not streams and session.cannot_ask is None:  # set here, where any process's copy of the session is served
+            session.cannot_ask = "needs an SSE stream, and this server answers JSON only (--json-response)"
+        if streams and session.version == "2025-11-25" and not session.one_request:  # resumable: SSE with event ids (resume.py)
             self.call, self.writer = call, sink
             stream = self.endpoint.stream_store(session).open(sink, self.close)
             self.endpoint.runner.submit(call, stream, lambda call: self._finished(call, stream))
@@ -635,9 +654,12 @@ class Exchange:
 
     def _session_request(self, method: str) -> bool:
         """GET opens a session's standalone stream; DELETE ends the session."""
-        if self.endpoint.config.stateless:
-            why = f"{method} serves 2025-era sessions, and this server runs stateless (it keeps none): POST each request"
-            self._answer(Rejection(405, McpError(INVALID_REQUEST, why), None, (("allow", "POST"),)))
+        config = self.endpoint.config
+        if config.stateless or (method == "GET" and config.json_response):
+            why = (f"{method} serves 2025-era sessions, and this server runs stateless (it keeps none): POST each request"
+                   if config.stateless else "GET opens an SSE stream, and this server answers JSON only (--json-response)")
+            allowed = "POST" if config.stateless else "POST, DELETE"
+            self._answer(Rejection(405, McpError(INVALID_REQUEST, why), None, (("allow", allowed),)))
             return self._next_cycle()
         sessions = self.endpoint.sessions
         session_id = self._headers.get("mcp-session-id")

@@ -15,7 +15,9 @@ error. A legacy session's standalone GET stream has no response: OPEN sends
 the SSE headers at once (STREAMING) and FINISH ends the body (CLOSED). ABORT
 comes from the connection when the peer left, or when the call ended without
 its response: from then on sends are dropped silently (the call is being
-cancelled), and a CLOSED writer stays CLOSED.
+cancelled), and a CLOSED writer stays CLOSED. A JSON-only writer (`dropped`
+given: `--json-response`) never streams: a notification before the response
+is handed to `dropped` to be counted, and the writer stays DIRECT.
 
 The writer does no I/O of its own: it hands h11 events to its `Link` (the
 connection) and gets everything else it needs passed in.
@@ -134,10 +136,12 @@ def retry_after(message: bytes) -> bytes:
 class HttpWriter:
     """One request's writer (see the module docstring for its states)."""
 
-    def __init__(self, link: Link, keepalive: float, head_headers: HeadHeaders | None = None) -> None:
+    def __init__(self, link: Link, keepalive: float, head_headers: HeadHeaders | None = None,
+                 dropped: Callable[[], None] | None = None) -> None:
         self.link = link
         self.keepalive = keepalive
         self.head_headers = head_headers  # extra response headers, read when the head is sent
+        self.dropped = dropped  # JSON only: told of each notification not sent
         self.state = WriterState.DIRECT
         self._last_write = 0.0
         self._ticker: Timer | None = None
@@ -169,6 +173,9 @@ class HttpWriter:
             await self._write([self._stream_head(), h11.Data(data=sse_priming(event_id, retry_ms))])
 
     async def notify(self, message: bytes, event_id: str | None = None) -> None:
+        if self.dropped is not None and self.state is WriterState.DIRECT:
+            self.dropped()
+            return
         before = self._advance(WriterEvent.NOTIFY)
         if before is WriterState.ABORTED:
             return
