@@ -56,6 +56,8 @@ async def test_each_request_stands_on_its_own_at_its_protocol_version() -> None:
         progress = [m["params"]["progress"] for m in streamed.messages if m.get("method") == "notifications/progress"]
         assert progress == [1, 2, 3]
         assert streamed.response["result"]["content"][0]["text"] == "done for None on 2025-11-25"
+        logged = [m["params"] for m in streamed.messages if m.get("method") == "notifications/message"]
+        assert [(m["level"], m["data"]) for m in logged] == [("info", "step 1"), ("info", "step 2"), ("info", "step 3")]
         assert (await client.post(legacy("ping", 5), at("2025-11-25"), legacy=True)).response["result"] == {}
         assert (await client.post(legacy("logging/setLevel", 6, level="debug"), at("2025-11-25"), legacy=True)).response["result"] == {}
         # The modern wire beside it, as always.

@@ -48,6 +48,9 @@ _ASKED_HERE = f"mcpcore-{secrets.token_hex(4)}-"
 # An event of a resumable stream: its id, the message (empty for a priming event), whether it is the response.
 StoredEvent = tuple[str, bytes, bool]
 
+# What a stateless server's calls log at (the 2025 revisions let a server choose while no level is set).
+ONE_REQUEST_LOG_LEVEL = "info"
+
 # A change to a session's record: {"initialized": True}, {"level": name}, {"subscribe": uri} or {"unsubscribe": uri}.
 SessionChange = dict[str, Any]
 
@@ -164,9 +167,11 @@ class Session:
     def for_one_request(cls, principal: str | None, version: str | None) -> Session:
         """A stateless server's stand-in for a session, living for one POST: negotiated by the `initialize`
         it carries, or taken as negotiated at `version` and initialized. Nothing reaches it after its
-        answer, so it follows nothing and asks the client nothing (the answer could reach another process)."""
+        answer, so it follows nothing and asks the client nothing (the answer could reach another process);
+        no `logging/setLevel` can last, so its calls log at `ONE_REQUEST_LOG_LEVEL` and above."""
         session = cls(principal=principal)
         session.one_request = True
+        session.log_level = ONE_REQUEST_LOG_LEVEL
         session.cannot_ask = "needs a session: this server runs stateless, and the client's answer could reach another process"
         if version is not None:
             session.version, session.initialized = version, True
