@@ -47,6 +47,7 @@ PATHS = {  # name → (transport, echo flavour or method, requests per chunk of 
     "http-tools-list": ("http", "list", 1),
     "http-echo-middleware": ("http", "middleware", 1),  # async echo behind one pass-through middleware
     "http-session-echo": ("http", "session", 1),  # async echo inside one 2025-11-25 session (Mcp-Session-Id)
+    "http-stateless-echo": ("http", "stateless", 1),  # async echo on the 2025-11-25 wire, served stateless (no session)
     "http-echo-jwt": ("http", "jwt", 1),  # async echo with a JWT a keep-alive connection verified once
     "http-echo-jwt-verify": ("http", "jwt-verify", 1),  # the same, the signature checked on every request
     "http-echo-asgi": ("asgi", "async", 1),  # async echo through the ASGI adapter under uvicorn's h11 protocol
@@ -57,7 +58,8 @@ REFERENCES = {  # path → what its transport costs at least, measured in the sa
     "stdio-echo": "stdio-floor", "stdio-sync-echo": "stdio-floor", "stdio-echo-pipelined": "stdio-floor-pipelined",
     "stdio-bound": "stdio-floor",
     "http-echo": "http-ceiling", "http-sync-echo": "http-ceiling", "http-tools-list": "http-ceiling",
-    "http-echo-middleware": "http-ceiling", "http-session-echo": "http-ceiling", "http-echo-asgi": "asgi-ceiling",
+    "http-echo-middleware": "http-ceiling", "http-session-echo": "http-ceiling", "http-stateless-echo": "http-ceiling",
+    "http-echo-asgi": "asgi-ceiling",
 }
 RESOURCE = "http://127.0.0.1:8000/mcp"
 KEY_FILE = "MCPCORE_BENCH_JWT_KEY"  # the environment variable naming the JWT paths' key file
@@ -94,7 +96,7 @@ class FakeTransport(asyncio.Transport):
 
 
 def request_body(flavour: str, request_id: int = 1) -> bytes:
-    if flavour == "session":  # the 2025-era wire: no _meta, the session holds what it carried
+    if flavour in ("session", "stateless"):  # the 2025-era wire: no _meta, the session holds what it carried
         message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
                    "params": {"name": "echo", "arguments": {"text": "hello"}}}
     elif flavour == "list":
@@ -200,7 +202,7 @@ async def drive(transport: str, flavour: str, count: int, batch: int) -> None:
 
         method = b"tools/list" if flavour == "list" else b"tools/call"
         name = b"" if flavour == "list" else b"Mcp-Name: echo\r\n"
-        version = b"2025-11-25" if flavour == "session" else b"2026-07-28"
+        version = b"2025-11-25" if flavour in ("session", "stateless") else b"2026-07-28"
         head = (b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:8000\r\nContent-Type: application/json\r\n"
                 b"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: " + version + b"\r\n")
         chunk = (head + b"Mcp-Method: " + method + b"\r\n" + name + extra + b"Content-Length: " + str(len(body)).encode()
@@ -208,7 +210,8 @@ async def drive(transport: str, flavour: str, count: int, batch: int) -> None:
         if transport == "asgi":
             connection = under_uvicorn(server, bare=flavour == "ceiling")
         else:
-            connection = Ceiling() if transport == "ceiling" else _Connection(HttpServer(server, HttpConfig(port=8000)))
+            config = HttpConfig(port=8000, stateless=flavour == "stateless")
+            connection = Ceiling() if transport == "ceiling" else _Connection(HttpServer(server, config))
         connection.connection_made(FakeTransport(sink))
         feed = connection.data_received
         if flavour == "session":
