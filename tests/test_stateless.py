@@ -8,6 +8,8 @@ against the 2025-11-25 schema; both the built-in server and uvicorn serve.
 
 from __future__ import annotations
 
+import gc
+
 import anyio
 import orjson
 import pytest
@@ -15,6 +17,7 @@ import pytest
 from conftest import legacy, tool_call
 from http_client import HttpClient, running
 from mcpcore import Server
+from mcpcore._runtime.session import Session
 from servers import legacy_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("http_flavour")]
@@ -142,3 +145,28 @@ async def test_sessions_stay_unused_under_many_initializes() -> None:
             assert reply.status == 200 and reply.response["result"]["protocolVersion"] == "2025-06-18"
         assert len(http.sessions) == 0
     assert not server.bus.subscribers
+
+
+async def test_nothing_is_kept_after_many_requests_of_every_kind() -> None:
+    """A hostile mix (initialize, calls that stream, refusals, a call whose client hangs up) leaves no session,
+    no subscriber, no call and no stand-in alive."""
+    server = legacy_server.build()
+    async with running(server, stateless=True) as http:
+        async with HttpClient.connect(http) as client:
+            for number in range(60):
+                for message in (legacy("initialize", number, protocolVersion="2025-11-25", capabilities={}),
+                                legacy("tools/call", number, name="steps", _meta={"progressToken": number}),
+                                legacy("resources/subscribe", number, uri="demo://note"),
+                                legacy("tools/call", number, name="greet", arguments={})):
+                    reply = await client.post(message, at("2025-11-25"), legacy=True)
+                    assert reply.response["id"] == number  # answered (refusals too, with their own status)
+        for number in range(20):  # hang up in the middle of a call that streams
+            async with HttpClient.connect(http) as client:
+                await client.send_request("POST", "/mcp", at("2025-11-25"),
+                                          orjson.dumps(legacy("tools/call", number, name="steps", _meta={"progressToken": 1})))
+        with anyio.fail_after(10):
+            while http.runner.calls:
+                await anyio.sleep(0.01)
+        gc.collect()
+        assert not [thing for thing in gc.get_objects() if isinstance(thing, Session)]
+        assert len(http.sessions) == 0 and not server.bus.subscribers
