@@ -51,7 +51,7 @@ def test_reserved_places_count_against_the_limit_and_abandon_frees_them() -> Non
 
 
 def test_zero_places_means_no_sessions_with_a_reason() -> None:
-    with pytest.raises(McpError, match="run one worker"):
+    with pytest.raises(McpError, match="ask its operator for --stateless or a session limit"):
         Sessions(0, 60, Clock()).reserve(None)
 
 
