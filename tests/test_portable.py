@@ -222,13 +222,14 @@ def test_off_posix_no_fd_is_driven_as_a_pipe_and_workers_are_refused(native: Non
 
     read_end, write_end = os.pipe()
     try:
-        assert stdio._can_poll(read_end)
-        monkeypatch.setattr(os, "name", "nt")
-        assert not stdio._can_poll(read_end)
+        on_posix = stdio._can_poll(read_end)
+        with monkeypatch.context() as patched:  # only around the calls: pytest itself reads os.name
+            patched.setattr(os, "name", "nt")
+            elsewhere, refusal = stdio._can_poll(read_end), _workers.unsupported()
     finally:
         os.close(read_end)
         os.close(write_end)
-    refusal = _workers.unsupported()
+    assert on_posix and not elsewhere
     assert refusal is not None and f"and {sys.platform} cannot do that" in refusal
 
 
