@@ -287,7 +287,7 @@ def test_stdin_that_cannot_be_polled_ends_the_session_cleanly(stdin: str) -> Non
 
 
 async def test_the_portable_bridge_serves_pipes_when_forced(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MCPCORE_STDIO_BRIDGE", "1")  # the server process inherits it
+    monkeypatch.setenv("MCPCORE_PORTABLE", "1")  # the server process inherits it
     async with serve() as client:
         with anyio.fail_after(10):
             for i in range(20):

@@ -23,7 +23,7 @@ import sys
 import time
 from typing import Sequence
 
-from mcpcore._runtime.defaults import SUPERVISOR_ENV
+from mcpcore._runtime.defaults import PORTABLE_ENV, SUPERVISOR_ENV, portable_forced
 from mcpcore._wire.sealing import KEYS_ENV
 
 log = logging.getLogger("mcpcore.transports.workers")
@@ -31,6 +31,21 @@ log = logging.getLogger("mcpcore.transports.workers")
 CRASH_WINDOW = 10.0  # seconds
 CRASH_LIMIT = 5  # crashes within the window before giving up
 STOP_TIMEOUT = 15.0
+
+
+def unsupported() -> str | None:
+    """Why `--workers` cannot run here, or None. The workers inherit the listening socket by its fd
+    number (`pass_fds`, `socket(fileno=...)`), which only POSIX systems can do; on Windows a socket
+    crosses processes only through `socket.share`, which this supervisor does not use."""
+    if portable_forced():
+        why = f"{PORTABLE_ENV}=1 rules that out, as on Windows"
+    elif os.name != "posix":
+        why = f"{sys.platform} cannot do that"
+    else:
+        return None
+    return (f"--workers hands one listening socket to its worker processes by fd number, and {why}; run one "
+            "process, or several on ports of their own behind a process manager or load balancer (with --stateless, "
+            "or --redis URL to share 2025-era sessions)")
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -6,8 +6,9 @@
 dropped); replies and notifications are written one whole line at a time. The protocol
 owns private duplicates of fds 0 and 1; fd 1 itself is pointed at stderr so
 `print()`, logging and child processes can never corrupt the stream. The
-pipes are driven by asyncio pipe transports (ADR 11); a regular file on
-either side is bridged through a pipe by a small copying thread.
+pipes are driven by asyncio pipe transports (ADR 11); an fd the event loop
+cannot poll (a regular file, /dev/null, any pipe on Windows; every fd under
+`MCPCORE_PORTABLE=1`) is bridged into a socket pair by a copying thread (ADR 45).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import logging
 import os
 import select
 import selectors
+import socket
 import stat
 import sys
 import threading
@@ -25,7 +27,9 @@ from typing import Any, Callable
 import anyio
 
 from mcpcore._runtime.call import Call
-from mcpcore._runtime.defaults import STDIO_GRACE_PERIOD, STDIO_MAX_HELD, STDIO_MAX_IN_FLIGHT, STDIO_MAX_LINE_BYTES
+from mcpcore._runtime.defaults import (
+    PORTABLE_ENV, STDIO_GRACE_PERIOD, STDIO_MAX_HELD, STDIO_MAX_IN_FLIGHT, STDIO_MAX_LINE_BYTES, portable_forced,
+)
 from mcpcore._runtime.session import Session
 from mcpcore._serving.server import Server
 from mcpcore._wire.jsonrpc import INVALID_REQUEST, NOTIFICATION, REQUEST, RESPONSE, McpError, encode_error
@@ -50,10 +54,29 @@ def claim_stdio() -> tuple[int, int]:
     return protocol_in, protocol_out
 
 
-def _copy(source: int, target: int) -> None:
+def _make_blocking(fd: int) -> None:
+    """A copying thread waits on its fd: an inherited O_NONBLOCK would end the copy at once."""
     try:
-        os.set_blocking(source, True)  # the thread may wait; an inherited O_NONBLOCK would end it at once
+        os.set_blocking(fd, True)
+    except (AttributeError, OSError):  # Windows before 3.12 has no set_blocking (and no O_NONBLOCK to undo)
+        pass
+
+
+def _copy_in(source: int, sock: socket.socket) -> None:
+    try:
+        _make_blocking(source)
         while chunk := os.read(source, 1 << 16):
+            sock.sendall(chunk)  # waits while the loop's side is full: reading pauses there, so here too
+    except OSError:
+        pass
+    finally:
+        sock.close()  # EOF for the loop, or the loop closed its side first
+
+
+def _copy_out(sock: socket.socket, target: int) -> None:
+    try:
+        _make_blocking(target)
+        while chunk := sock.recv(1 << 16):
             view = memoryview(chunk)
             while view:
                 view = view[os.write(target, view) :]
@@ -61,13 +84,16 @@ def _copy(source: int, target: int) -> None:
         pass
     finally:
         os.close(target)
-
-
-FORCE_BRIDGE_ENV = "MCPCORE_STDIO_BRIDGE"  # "1": bridge every fd, as on a platform that cannot poll pipes
+        sock.close()  # the loop's transport sees it as a lost connection: nobody reads our answers
 
 
 def _can_poll(fd: int) -> bool:
-    """Whether the event loop's selector accepts `fd` (pipes, sockets, ttys do; /dev/null and files do not)."""
+    """Whether the event loop can drive `fd` as a pipe. Only POSIX loops have pipe transports that poll
+    (Windows' proactor needs overlapped handles, which an inherited stdin is not), and their selector
+    must accept the fd (pipes, sockets, ttys do; /dev/null and regular files do not). Probed here, not by
+    trying `connect_read_pipe`: that registers the fd in a later callback, where a refusal is only logged."""
+    if os.name != "posix":
+        return False
     try:
         if stat.S_ISREG(os.fstat(fd).st_mode):
             return False
@@ -91,26 +117,29 @@ CORK_BYTES = 1 << 16  # gathered answers are written once they reach this size
 HANGUP_POLL_SECONDS = 0.25  # how often a paused reader looks for the client's hang-up
 
 
-def pollable(fd: int, reading: bool, force_bridge: bool = False) -> tuple[int, threading.Thread | None]:
-    """`fd` itself if the event loop can poll it, else a pipe end fed by (or feeding)
-    it through a copying thread (join it after closing the pipe end). The bridge is the
-    portable path: it serves /dev/null, regular files, and any fd a platform cannot poll."""
-    if not force_bridge and _can_poll(fd):
-        return fd, None
-    read_end, write_end = os.pipe()
-    source, target, ours = (fd, write_end, read_end) if reading else (read_end, os.dup(fd), write_end)
-    bridge = threading.Thread(target=_copy, args=(source, target), daemon=True, name="mcpcore-stdio-bridge")
-    bridge.start()
-    return ours, bridge
+def bridge(fd: int, reading: bool) -> tuple[socket.socket, threading.Thread]:
+    """The portable path: a socket for the event loop (every loop drives sockets, Windows' proactor
+    included), copied from `fd` (reading) or into a duplicate of it by a daemon thread.
+
+    Socket buffers are bounded and the thread copies one chunk at a time, so back-pressure holds both
+    ways: a paused reader stops the thread reading `fd`, and a client that stops reading stops the
+    thread, then the socket, then the transport (`pause_writing`). EOF crosses as the thread closing
+    its end; the loop's end closing makes the thread's next copy fail, which ends it."""
+    ours, theirs = socket.socketpair()
+    copy, args = (_copy_in, (fd, theirs)) if reading else (_copy_out, (theirs, os.dup(fd)))
+    thread = threading.Thread(target=copy, args=args, daemon=True, name="mcpcore-stdio-bridge")
+    thread.start()
+    return ours, thread
 
 
 class _Output(WriteFlow):
-    """Flow control for the output pipe; `resumed` runs when a full pipe drains."""
+    """Flow control for the output pipe; `resumed` runs when a full pipe drains, `lost` once nobody reads it."""
 
     broken = False
 
-    def __init__(self, resumed: Callable[[], None]) -> None:
+    def __init__(self, resumed: Callable[[], None], lost: Callable[[], None]) -> None:
         self.resumed = resumed
+        self.lost = lost
 
     def resume_writing(self) -> None:
         super().resume_writing()
@@ -119,6 +148,7 @@ class _Output(WriteFlow):
     def connection_lost(self, exc: Exception | None) -> None:
         self.broken = True
         self.resume_writing()
+        self.lost()
 
 
 class _Input(asyncio.Protocol):
@@ -187,9 +217,8 @@ class StdioSession:
         self._discarding = False  # inside a line already rejected as oversized
         self._input: asyncio.ReadTransport | None = None
         self._output: asyncio.WriteTransport | None = None
-        self._out = _Output(self._read_more)
+        self._out = _Output(self._read_more, self._abandon)
         self._ended = anyio.Event()
-        self._read_fd: int | None = None  # the fd the loop reads (stdin, or the bridge's pipe)
         self._watcher: asyncio.Task[None] | None = None  # looks for a hang-up while reading is paused
 
     # -- lifecycle ------------------------------------------------------
@@ -210,15 +239,11 @@ class StdioSession:
 
     async def _serve(self) -> None:
         loop = asyncio.get_running_loop()
-        force = os.environ.get(FORCE_BRIDGE_ENV) == "1"
-        (in_fd, _), (out_fd, out_bridge) = pollable(self.in_fd, True, force), pollable(self.out_fd, False, force)
-        blocking = (os.get_blocking(in_fd), os.get_blocking(out_fd))
-        self._read_fd = in_fd
-        in_file = os.fdopen(in_fd, "rb", buffering=0, closefd=in_fd != self.in_fd)
-        out_file = os.fdopen(out_fd, "wb", buffering=0, closefd=out_fd != self.out_fd)
+        piped: dict[int, bool] = {}  # fds driven as pipes, and whether they were blocking before
+        out_bridge: threading.Thread | None = None
         try:
-            self._output, _ = await loop.connect_write_pipe(lambda: self._out, out_file)
-            self._input, _ = await loop.connect_read_pipe(lambda: _Input(self), in_file)
+            self._output, out_bridge = await self._connect(loop, self.out_fd, False, piped)
+            self._input, _ = await self._connect(loop, self.in_fd, True, piped)
             await self._ended.wait()
             if self.session is not None:
                 self.session.changes.close()  # no more unsolicited messages
@@ -230,17 +255,37 @@ class StdioSession:
         finally:
             if self._watcher is not None:
                 self._watcher.cancel()
+            if out_bridge is not None:
+                if self._output is not None and not self._out.broken:
+                    self._output.write_eof()  # at once when flushed: the thread copies the rest, then ends
+                out_bridge.join(self.grace_period)  # let the copy into stdout finish
             for transport in (self._input, self._output):
                 if transport is not None:
                     transport.close()
-            for fd, was_blocking in zip((in_fd, out_fd), blocking):
+            for fd, was_blocking in piped.items():
                 try:
                     os.set_blocking(fd, was_blocking)
                 except OSError:
                     pass
-            if out_bridge is not None:
-                out_file.close()
-                out_bridge.join(self.grace_period)  # let the copy into the file finish
+
+    async def _connect(
+        self, loop: asyncio.AbstractEventLoop, fd: int, reading: bool, piped: dict[int, bool]
+    ) -> tuple[Any, threading.Thread | None]:
+        """A transport on `fd` (ADR 11): a pipe transport where the loop can poll it, else a socket
+        transport on a bridge (ADR 45), with the bridge's thread."""
+        protocol: asyncio.Protocol = _Input(self) if reading else self._out
+        forced = portable_forced()
+        if not forced and _can_poll(fd):
+            piped[fd] = os.get_blocking(fd)
+            file = os.fdopen(fd, "rb" if reading else "wb", buffering=0, closefd=False)
+            connect = loop.connect_read_pipe if reading else loop.connect_write_pipe
+            transport, _ = await connect(lambda: protocol, file)
+            return transport, None
+        sock, thread = bridge(fd, reading)
+        why = f"{PORTABLE_ENV}=1" if forced else "the event loop cannot poll it"
+        log.debug("%s is bridged through a socket pair (%s)", "stdin" if reading else "stdout", why)
+        transport, _ = await loop.connect_accepted_socket(lambda: protocol, sock)
+        return transport, thread
 
     async def _flush(self) -> None:
         with anyio.move_on_after(self.grace_period):
@@ -253,11 +298,15 @@ class StdioSession:
     async def write(self, message: bytes) -> None:
         """Write one message as one line (lines never interleave)."""
         if self._out.broken or self._output is None:
-            self.end_of_input()  # nobody reads our output any more: stop serving
-            self.runner.cancel_all()
+            self._abandon()
             return
         self._write_now(message)
         await self.drain()
+
+    def _abandon(self) -> None:
+        """Nobody reads our output any more (stdout closed): stop serving."""
+        self.end_of_input()
+        self.runner.cancel_all()
 
     async def drain(self) -> None:
         await self._out.drain()
@@ -311,8 +360,8 @@ class StdioSession:
     def _watch_for_hangup(self) -> None:
         """Reading waits for our unread answers, so EOF would go unseen: look for the client's
         hang-up meanwhile, and take it as the end of input (the lines still unread are dropped)."""
-        if self._watcher is None and self._read_fd is not None:
-            self._watcher = asyncio.get_running_loop().create_task(self._watch(self._read_fd))
+        if self._watcher is None:  # stdin itself, bridged or not: a bridge's thread waits on the full socket
+            self._watcher = asyncio.get_running_loop().create_task(self._watch(self.in_fd))
 
     async def _watch(self, fd: int) -> None:
         try:

@@ -3,23 +3,28 @@
 The only place in `mcpcore` that imports `mcpcore.transports` (lazily, so the
 core imports no I/O code). It serves until the transport ends (stdin EOF) or a
 signal arrives: the first SIGINT/SIGTERM stops gracefully (HTTP drains in-flight
-calls), a second one stops at once. It also sets up logging for a running
-server (`logs.configure`) and starts worker processes for the CLI.
+calls), a second one stops at once; where the event loop cannot install signal
+handlers (Windows) they are caught with `signal.signal` instead (ADR 45). It also
+sets up logging for a running server (`logs.configure`) and starts worker
+processes for the CLI.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
 import sys
 import threading
-from typing import Any, Callable, Sequence
+from collections import deque
+from contextlib import ExitStack
+from typing import Any, AsyncIterator, Callable, Sequence
 
 import anyio
 import anyio.abc
 
-from .._runtime.defaults import SUPERVISOR_ENV
+from .._runtime.defaults import PORTABLE_ENV, SUPERVISOR_ENV, portable_forced
 from .._serving.server import Server
 from ..logs import DEFAULT_LEVEL, configure
 
@@ -27,10 +32,61 @@ TRANSPORTS = ("stdio", "http")
 log = logging.getLogger("mcpcore.runner")
 
 
+class _HandledSignals:
+    """Signals caught by `signal.signal`, for loops without signal handlers (Windows): the handler runs
+    in the main thread between bytecodes, maybe while the loop waits, so it only hands the signal to
+    the loop with `call_soon_threadsafe` (which also wakes it)."""
+
+    def __init__(self, *signals: int) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.signals = signals
+        self.previous: dict[int, Any] = {}
+        self.received: deque[int] = deque(maxlen=2)  # only a first and a second one mean anything
+        self.arrived = asyncio.Event()
+
+    def __enter__(self) -> _HandledSignals:
+        self.previous = {signum: signal.signal(signum, self._handle) for signum in self.signals}
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        self.loop.call_soon_threadsafe(self._deliver, signum)
+
+    def _deliver(self, signum: int) -> None:
+        self.received.append(signum)
+        self.arrived.set()
+
+    def __aiter__(self) -> _HandledSignals:
+        return self
+
+    async def __anext__(self) -> int:
+        while not self.received:
+            self.arrived.clear()
+            await self.arrived.wait()
+        return self.received.popleft()
+
+
+def _signal_receiver(stack: ExitStack) -> AsyncIterator[int]:
+    """SIGINT and SIGTERM as they arrive: through the loop's signal handlers, or `signal.signal` where
+    the loop has none (Windows) or `MCPCORE_PORTABLE=1` says so."""
+    if portable_forced():
+        why = f"{PORTABLE_ENV}=1"
+    else:
+        try:
+            return stack.enter_context(anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM))
+        except NotImplementedError:
+            why = "the event loop has no signal handlers"
+    log.debug("SIGINT and SIGTERM are caught by signal.signal (%s)", why)
+    return stack.enter_context(_HandledSignals(signal.SIGINT, signal.SIGTERM))
+
+
 async def _stop_on_signals(stop: Callable[[], None], scope: anyio.CancelScope) -> None:
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    with ExitStack() as stack:
         first = True
-        async for _ in signals:
+        async for _ in _signal_receiver(stack):
             if first:
                 stop()
                 first = False
@@ -119,12 +175,12 @@ def run_workers(
 ) -> int:
     """Supervise `workers` HTTP worker processes on one socket; return the exit status.
     `shared`: the workers share state on Redis (`--redis`); without it, say what stays per worker."""
-    from ..transports._workers import supervise
+    from ..transports._workers import supervise, unsupported
     from ..transports.http import public_bind_refusal
 
-    refusal = public_bind_refusal(host, allowed_hosts)
+    refusal = public_bind_refusal(host, allowed_hosts) or unsupported()
     if refusal is not None:
-        raise ValueError(refusal)  # before binding: every worker would refuse it
+        raise ValueError(refusal)  # before binding: every worker would refuse it, or none could start
 
     configure(log_level, log_format)
     if not shared:

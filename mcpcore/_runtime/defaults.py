@@ -7,6 +7,8 @@ between the code and what `mcpcore run --help` says.
 
 from __future__ import annotations
 
+import os
+
 MIB = 1024 * 1024
 
 # sync functions (tools, resources, prompts defined with `def`)
@@ -48,3 +50,12 @@ SUBSCRIPTION_MAX_URIS = 1000  # resource URIs one subscription or session may fo
 SESSION_MAX_URI_LENGTH = 4096  # characters of a URI a 2025-era session follows (its record holds them all)
 
 SUPERVISOR_ENV = "MCPCORE_SUPERVISOR_PID"  # set for a process a supervisor started (workers, `mcpcore dev`): it stops when that one dies
+
+# "1": take the portable paths on every platform, as Windows must (docs/deploying.md): stdio through a
+# socket pair fed by threads, SIGINT/SIGTERM by `signal.signal`, and `--workers` refused
+PORTABLE_ENV = "MCPCORE_PORTABLE"
+
+
+def portable_forced() -> bool:
+    """Whether `MCPCORE_PORTABLE=1` asks for the portable paths where the native ones would work."""
+    return os.environ.get(PORTABLE_ENV) == "1"

@@ -2,7 +2,7 @@
 
 Each stream is one server process: a modern one (its first request is a
 2026-07-28 call) or a 2025-era one (it opens with initialize), some through
-the copying bridge (MCPCORE_STDIO_BRIDGE=1). Lines are valid calls and
+the portable bridge (MCPCORE_PORTABLE=1). Lines are valid calls and
 notifications, slow calls with their cancellations, listen streams, mutated
 and corrupted messages, responses nobody asked for, blank and oversized lines.
 Every line's due is taken from the oracle as it is written; a reader checks
@@ -53,7 +53,7 @@ class StdioStream:
     def __init__(
         self, report: Report, seed: str, lines: int, health_every: int, legacy: bool, bridge: bool, narrow: bool,
     ) -> None:
-        """`bridge`: through the copying bridge; `narrow`: an in-flight window of NARROW_WINDOW calls."""
+        """`bridge`: through the portable bridge; `narrow`: an in-flight window of NARROW_WINDOW calls."""
         self.report = report
         self.label = f"stdio {seed}" + "".join(f" ({what})" for what, on in (
             ("2025-era", legacy), ("bridged", bridge), (f"--max-in-flight {NARROW_WINDOW}", narrow)) if on)
@@ -62,7 +62,7 @@ class StdioStream:
         self.lines = lines
         self.legacy = legacy
         self.health_every = health_every
-        env = {"MCPCORE_STDIO_BRIDGE": "1"} if bridge else None
+        env = {"MCPCORE_PORTABLE": "1"} if bridge else None
         window = ["--max-in-flight", str(NARROW_WINDOW)] if narrow else []
         self.server = ServerProcess(["--max-line-bytes", str(MAX_LINE_BYTES), *window], report, self.label, env)
         self.sent: collections.Counter[Key] = collections.Counter()
