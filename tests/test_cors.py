@@ -1,6 +1,7 @@
 """CORS for browser-based clients (ADR 41): raw HTTP on 127.0.0.1 against the built-in server and the
 ASGI adapter under uvicorn, the command line and settings, and a real headless Chromium calling the
-server from a page of another origin."""
+server from a page of another origin (skipped without a chromium binary, unless
+`MCPCORE_TEST_BROWSER=required`, as in CI: then it fails)."""
 
 from __future__ import annotations
 
@@ -379,6 +380,8 @@ def chromium() -> str:
         found = shutil.which(name)
         if found:
             return found
+    if os.environ.get("MCPCORE_TEST_BROWSER") == "required":
+        pytest.fail("chromium is not installed, and MCPCORE_TEST_BROWSER=required")
     pytest.skip("no chromium binary on PATH: the real-browser CORS test needs the OS package chromium")
 
 

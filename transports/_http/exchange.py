@@ -1,14 +1,15 @@
 """One HTTP request's MCP handling, shared by the built-in h11 server and the ASGI adapter.
 
 Theory of operation. An `Endpoint` holds what outlives a request: the
-`Server`, the configuration and its `Policy`, the `CallRunner`, the legacy
-sessions and their resumable stream stores, and whether the endpoint is
+`Server`, the configuration and its `Policy`, the CORS origins, the `CallRunner`,
+the legacy sessions and their resumable stream stores, and whether the endpoint is
 closing. An `Exchange` is one request's life on a connection, fed the way a
 sans-IO state machine is: `_on_head` with the request line and headers,
 `_on_body` with each piece of body, then `_serve` once the body has ended.
-It answers what needs no call (a probe, the metadata, a refusal) at once,
-verifies the bearer token, and otherwise starts a `Call` with an `HttpWriter`
-whose `Link` it is. The exchange emits h11 event objects (a `Response`,
+It answers what needs no call (a probe, the metadata, a CORS preflight, a refusal)
+at once, verifies the bearer token, and otherwise starts a `Call` with an `HttpWriter`
+whose `Link` it is; every response head goes through `head`, which adds the CORS
+headers the request's Origin gets. The exchange emits h11 event objects (a `Response`,
 `Data`, `EndOfMessage`) through `send`; the h11 connection turns them into
 bytes, the ASGI adapter into `http.response.*` messages. What differs
 between the two is left to a few hooks: `send`, `close`, `_refuse_now`
