@@ -120,7 +120,16 @@ async def test_a_preflight_from_an_unlisted_origin_or_for_other_things_is_refuse
                                            ("POST", "mcp-name, cookie", "'cookie'")):
                 refused = await preflight(client, APP, method, headers)
                 assert refused.status == 403 and named in refused.json["error"]["message"], refused.body
-    assert http.server.metrics.rejections[403] == 7  # counted as every refusal is
+            await client.send_request("OPTIONS", "/mcp", {"origin": APP})  # not a preflight
+            unasked = await client.read_reply()
+            assert unasked.status == 403 and "Access-Control-Request-Method is missing" in unasked.json["error"]["message"]
+            async with await anyio.connect_tcp("127.0.0.1", http.port) as stream:  # DNS rebinding: a page of
+                rebound = f"rebound.example:{http.port}"                          # a name that now leads here
+                rebound_reply = await preflight(HttpClient(stream, rebound), f"http://{rebound}", "POST", "content-type")
+                assert rebound_reply.status == 421
+                no_cors(rebound_reply)
+    assert http.server.metrics.rejections[403] == 8  # counted as every refusal is
+    assert http.server.metrics.rejections[421] == 1
 
 
 @pytest.mark.usefixtures("http_flavour")
@@ -300,7 +309,7 @@ PAGE = """<!doctype html>
 const MCP = "%(mcp)s";
 const BASE = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"};
 const BEARER = {"Authorization": "Bearer %(token)s"};
-const META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}};
+const META = {"io.modelcontextprotocol/protocolVersion": "%(version)s", "io.modelcontextprotocol/clientCapabilities": {}};
 
 async function answer(response) {  // a JSON body, or the last event of an SSE stream
   const text = await response.text();
@@ -320,7 +329,7 @@ async function run() {
   const out = {};
   const call = {jsonrpc: "2.0", id: 1, method: "tools/call",
                 params: {name: "echo", arguments: {text: "from the page"}, _meta: META}};
-  const modern = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo"};
+  const modern = {"MCP-Protocol-Version": "%(version)s", "Mcp-Method": "tools/call", "Mcp-Name": "echo"};
   if (%(stranger)s) {
     return {modern: await post(call, {...modern, ...BEARER})};
   }
@@ -413,8 +422,8 @@ async def test_a_page_in_chromium_calls_from_a_listed_origin_in_both_eras_and_an
         origin = f"http://127.0.0.1:{listed}"
         async with running(served(guarded=True), cors_origins=(origin,)) as http:
             mcp = f"http://127.0.0.1:{http.port}/mcp"
-            content[listed] = (PAGE % {"mcp": mcp, "token": TOKEN, "stranger": "false"}).encode()
-            content[unlisted] = (PAGE % {"mcp": mcp, "token": TOKEN, "stranger": "true"}).encode()
+            content[listed] = (PAGE % {"mcp": mcp, "token": TOKEN, "version": VERSION, "stranger": "false"}).encode()
+            content[unlisted] = (PAGE % {"mcp": mcp, "token": TOKEN, "version": VERSION, "stranger": "true"}).encode()
             got = await dump_dom(browser, f"http://127.0.0.1:{listed}/page.html", tmp_path / "listed")
             assert "error" not in got, got
             assert got["unauthorized"]["status"] == 401 and got["unauthorized"]["challenge"].startswith("Bearer ")

@@ -81,7 +81,8 @@ class Cors:
             return _refused(f"Origin {origin!r} may not call this server from a browser: it is not listed with --cors-origin")
         method = headers.get("access-control-request-method")
         if method not in ALLOWED_METHODS:
-            return _refused(f"Access-Control-Request-Method {method!r} is not one of {', '.join(ALLOWED_METHODS)}")
+            asked = "is missing" if method is None else f"{method!r} is not one of {', '.join(ALLOWED_METHODS)}"
+            return _refused(f"OPTIONS here answers CORS preflights: Access-Control-Request-Method {asked}")
         answer = (("access-control-allow-methods", "GET, POST, DELETE, OPTIONS"), ("access-control-max-age", MAX_AGE))
         requested = [name.strip().lower() for name in headers.get("access-control-request-headers", "").split(",")]
         requested = [name for name in requested if name]
