@@ -8,7 +8,7 @@ from typing import Any, Callable
 import h11
 import pytest
 
-from mcpcore.transports._http.writer import TRANSITIONS, HttpWriter, WriterError, WriterEvent, WriterState
+from mcpcore.transports._http.writer import TRANSITIONS, HttpWriter, WriterError, WriterEvent, WriterState, response_head
 
 pytestmark = pytest.mark.anyio
 
@@ -28,11 +28,14 @@ class FakeLink:
 
     def __init__(self) -> None:
         self.gone = False
-        self.last_response = False
+        self.added: list[tuple[bytes, bytes]] = []  # what the connection adds to every head
         self.events: list[Any] = []
         self.now = 100.0
         self.timers: list[FakeTimer] = []
         self.drains = 0
+
+    def head(self, status: int, headers: list[tuple[bytes, bytes]]) -> h11.Response:
+        return response_head(status, headers + self.added, False, built=True)
 
     def send(self, *events: Any) -> None:
         self.events.extend(events)
@@ -160,11 +163,12 @@ async def test_while_streaming_notifications_and_the_response_are_events_then_th
 
 
 @pytest.mark.parametrize("first", ["notify", "respond"])
-async def test_the_last_response_of_a_connection_says_connection_close(first: str) -> None:
+async def test_the_connection_adds_its_own_headers_to_the_head(first: str) -> None:
     writer, link = await writer_in(WriterState.DIRECT)
-    link.last_response = True
+    link.added = [(b"connection", b"close"), (b"access-control-allow-origin", b"https://app.example")]
     await (writer.notify(b"{}") if first == "notify" else writer.respond(b"{}"))
-    assert headers_of(link.heads()[0])[b"connection"] == b"close"
+    head = headers_of(link.heads()[0])
+    assert head[b"connection"] == b"close" and head[b"access-control-allow-origin"] == b"https://app.example"
 
 
 @pytest.mark.parametrize("state", [WriterState.DIRECT, WriterState.STREAMING])

@@ -135,6 +135,9 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                       help="an extra allowed Origin, e.g. https://app.example (repeatable)")
     http.add_argument("--allow-host", dest="allowed_hosts", action="append", metavar="HOST",
                       help="an extra allowed Host name (repeatable)")
+    http.add_argument("--cors-origin", dest="cors_origins", action="append", metavar="ORIGIN",
+                      help="a web page origin that may call from a browser (CORS), e.g. https://app.example; "
+                           "also an allowed Origin (repeatable)")
     http.add_argument("--max-body-bytes", type=int, help=f"largest accepted request body ({d.HTTP_MAX_BODY_BYTES // d.MIB} MiB)")
     http.add_argument("--max-connections", type=int, help=f"open connections before new ones get 503 ({d.HTTP_MAX_CONNECTIONS})")
     http.add_argument("--max-sessions", type=int, help=f"live 2025-era sessions before initialize is refused "
@@ -177,10 +180,11 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
 
 
 _STDIO_OPTIONS = ("max_in_flight", "max_line_bytes", "grace_period")
-_HTTP_ONLY = ("host", "port", "path", "allowed_origins", "allowed_hosts", "max_body_bytes", "max_connections",
-              "max_sessions", "max_sessions_per_principal", "session_idle_timeout", "stateless", "json_response")
+_HTTP_ONLY = ("host", "port", "path", "allowed_origins", "allowed_hosts", "cors_origins", "max_body_bytes",
+              "max_connections", "max_sessions", "max_sessions_per_principal", "session_idle_timeout", "stateless",
+              "json_response")
 _HTTP_OPTIONS = ("max_in_flight", "grace_period", "host", "port", "path", "allowed_origins", "allowed_hosts",
-                 "max_body_bytes", "max_connections", "max_sessions", "max_sessions_per_principal",
+                 "cors_origins", "max_body_bytes", "max_connections", "max_sessions", "max_sessions_per_principal",
                  "session_idle_timeout", "stateless", "json_response", "listen_fd")
 
 
@@ -279,7 +283,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.command != "run":
         sys.exit(_inner_loop(server, args))
     if args.transport != "http":
-        given = [f"--{name.replace('_', '-')}" for name in _HTTP_ONLY if getattr(args, name) not in (None, False)]
+        flags = {action.dest: action.option_strings[0] for action in runner._actions if action.option_strings}
+        given = [flags[name] for name in _HTTP_ONLY if getattr(args, name) not in (None, False)]
         if args.workers > 1:
             given.append("--workers")
         if given:
@@ -305,7 +310,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             sys.exit(f"mcpcore: {error}")
     names = _HTTP_OPTIONS if args.transport == "http" else _STDIO_OPTIONS
     options = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
-    for name in ("allowed_origins", "allowed_hosts"):
+    for name in ("allowed_origins", "allowed_hosts", "cors_origins"):
         if name in options:
             options[name] = tuple(options[name])
     try:

@@ -1,7 +1,7 @@
 """`mcpcore run` settings from a file and the environment, beneath the command line.
 
 Each setting is a `mcpcore run` option, named with underscores or dashes (`port`,
-`log_level`, `allow_host`, ..., and `target`). The first found wins: the command
+`log_level`, `allow_host`, `cors_origin`, ..., and `target`). The first found wins: the command
 line, then an environment variable `MCPCORE_<NAME>` (`MCPCORE_PORT=9000`; a list
 option takes comma-separated values), then `mcpcore.toml` in the current folder
 (its top level, or a `[tool.mcpcore]` table), else the `[tool.mcpcore]` table of
@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 __all__ = ["SettingsError", "flag", "load"]
 
 PREFIX = "MCPCORE_"
-LISTS = {"allowed_hosts": "allow_host", "allowed_origins": "allow_origin"}  # option dest → setting name
+LISTS = {"allowed_hosts": "allow_host", "allowed_origins": "allow_origin", "cors_origins": "cors_origin"}  # dest → name
 
 
 class SettingsError(ValueError):

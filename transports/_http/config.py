@@ -16,6 +16,7 @@ class HttpConfig:
     path: str = defaults.HTTP_PATH
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
+    cors_origins: tuple[str, ...] = ()  # browser pages that may call cross-origin (each also an allowed Origin)
     max_body_bytes: int = defaults.HTTP_MAX_BODY_BYTES
     max_body_chunks: int = defaults.HTTP_MAX_BODY_CHUNKS
     max_header_bytes: int = defaults.HTTP_MAX_HEADER_BYTES

@@ -1,14 +1,15 @@
 """One HTTP request's MCP handling, shared by the built-in h11 server and the ASGI adapter.
 
 Theory of operation. An `Endpoint` holds what outlives a request: the
-`Server`, the configuration and its `Policy`, the `CallRunner`, the legacy
-sessions and their resumable stream stores, and whether the endpoint is
+`Server`, the configuration and its `Policy`, the CORS origins, the `CallRunner`,
+the legacy sessions and their resumable stream stores, and whether the endpoint is
 closing. An `Exchange` is one request's life on a connection, fed the way a
 sans-IO state machine is: `_on_head` with the request line and headers,
 `_on_body` with each piece of body, then `_serve` once the body has ended.
-It answers what needs no call (a probe, the metadata, a refusal) at once,
-verifies the bearer token, and otherwise starts a `Call` with an `HttpWriter`
-whose `Link` it is. The exchange emits h11 event objects (a `Response`,
+It answers what needs no call (a probe, the metadata, a CORS preflight, a refusal)
+at once, verifies the bearer token, and otherwise starts a `Call` with an `HttpWriter`
+whose `Link` it is; every response head goes through `head`, which adds the CORS
+headers the request's Origin gets. The exchange emits h11 event objects (a `Response`,
 `Data`, `EndOfMessage`) through `send`; the h11 connection turns them into
 bytes, the ASGI adapter into `http.response.*` messages. What differs
 between the two is left to a few hooks: `send`, `close`, `_refuse_now`
@@ -51,6 +52,7 @@ from mcpcore.auth import AccessToken, Auth, AuthFailure, VerifierUnavailable
 from mcpcore.routes import CustomRoute, HttpRequest
 
 from .._calls import CallRunner, Malformed, cancelled_request, read_message
+from .cors import MAX_AGE, Cors
 from .resume import ResumableStream, StreamStore, kept_after, replay_kept
 from .rules import (
     Policy,
@@ -58,6 +60,7 @@ from .rules import (
     check_body,
     check_head,
     check_mcp_headers,
+    check_origin_and_host,
     check_route_head,
     is_legacy,
     legacy_session,
@@ -114,6 +117,9 @@ VERIFIER_UNAVAILABLE = AuthFailure(503, "", "The access token could not be verif
 # `_reply`'s arguments when a custom route fails
 _ROUTE_FAILED = (500, b'{"error":"the route failed; see the server log"}', (), False, b"application/json")
 GET_ONLY = Fixed(405, b'{"status":"method not allowed"}', (("allow", "GET, HEAD"),))  # probes, metadata, metrics
+# The resource metadata is public: any page may read it, with any header but a token (no credentials).
+METADATA_PREFLIGHT = Fixed(204, b"", (("access-control-allow-origin", "*"), ("access-control-allow-methods", "GET, HEAD"),
+                                      ("access-control-allow-headers", "*"), ("access-control-max-age", MAX_AGE)))
 
 
 class Endpoint:
@@ -123,6 +129,7 @@ class Endpoint:
         self.server = server
         self.config = config  # an `HttpConfig`
         self.port: int = config.port
+        self.cors = Cors(config.cors_origins) if config.cors_origins else None  # ValueError for a malformed origin
         self.policy: Policy = self.policy_for(config.host, self.port)
         self.runner = CallRunner(server, max_in_flight=config.max_in_flight, grace_period=config.grace_period)
         # A shared state may share no sessions; a stateless endpoint keeps none.
@@ -142,7 +149,8 @@ class Endpoint:
 
     def policy_for(self, host: str, port: int) -> Policy:
         c = self.config
-        return make_policy(host, port, c.path, c.allowed_hosts, c.allowed_origins, c.max_body_bytes)
+        origins = c.allowed_origins if self.cors is None else c.allowed_origins + self.cors.origins  # one allow-list
+        return make_policy(host, port, c.path, c.allowed_hosts, origins, c.max_body_bytes)
 
     @property
     def ready(self) -> bool:
@@ -213,6 +221,7 @@ class Exchange:
         self._fixed: Fixed | None = None  # a probe's or the metadata's answer, sent once its request has ended
         self._token: AccessToken | None = None  # the current request's verified token
         self._verdict: tuple[str, AccessToken, float] | None = None  # (header, token, when): the last verified
+        self._cors: list[tuple[bytes, bytes]] | None = None  # what every answer to this request adds (CORS on)
 
     # -- the hooks ----------------------------------------------------------
 
@@ -233,9 +242,12 @@ class Exchange:
 
     # -- the writer's `Link` ------------------------------------------------
 
-    @property
-    def last_response(self) -> bool:
-        return self.endpoint.closing
+    def head(self, status: int, headers: list[tuple[bytes, bytes]], last: bool = False, built: bool = True) -> h11.Response:
+        """Every response head the endpoint sends: with the CORS headers when CORS is on, and
+        `Connection: close` when it is the connection's last (`built`: see `response_head`)."""
+        if self._cors is not None:
+            headers = headers + self._cors
+        return response_head(status, headers, last or self.endpoint.closing, built)
 
     def time(self) -> float:
         return self.loop.time()
@@ -267,17 +279,22 @@ class Exchange:
         self._method, self._target, self._token, self._synced = method, target, None, False
         self._headers, head_size, self._repeated = header_map(raw_headers)
         self._body, self._body_size, self._body_chunks, self._refusal = bytearray(), 0, 0, None
+        path = target.split("?", 1)[0]
+        cors = self.endpoint.cors
+        self._cors = None if cors is None or path != self.endpoint.config.path else cors.answer_headers(self._headers.get("origin"))
         limit = self.endpoint.config.max_header_bytes
         if head_size + len(target) > limit:
             self._refuse_now(Rejection(431, McpError(INVALID_REQUEST, f"Bad request: headers exceed the limit of {limit} bytes")))
             return False
-        path = target.split("?", 1)[0]
         self._fixed = self._fixed_answer(method, path)
         if self._fixed is not None:
             return True
         self._custom = route = self._custom_route(path)
         if route is None:
-            refusal = check_head(self.policy, method, target, self._headers)
+            if method == "OPTIONS" and cors is not None and self._cors is not None:
+                refusal = self._preflight(cors)
+            else:
+                refusal = check_head(self.policy, method, target, self._headers)
         else:
             refusal = check_route_head(self.policy, method, route, self._headers)
         if refusal is not None and (refusal.status == 413 or self._expects_continue):
@@ -285,6 +302,17 @@ class Exchange:
             return False
         self._refusal = refusal  # if any: read (and drop) the body, then answer and keep the connection
         return True
+
+    def _preflight(self, cors: Cors) -> Rejection | None:
+        """A CORS preflight: Origin and Host checked, then answered (204) before any token is asked for."""
+        refusal = check_origin_and_host(self.policy, self._headers)
+        if refusal is not None:
+            return refusal
+        answer = cors.preflight(self._headers)
+        if isinstance(answer, Rejection):
+            return answer
+        self._fixed = Fixed(204, b"", answer)
+        return None
 
     @property
     def _expects_continue(self) -> bool:
@@ -308,7 +336,7 @@ class Exchange:
         return True
 
     def _fixed_answer(self, method: str, path: str) -> Fixed | None:
-        """The answer to a liveness or readiness probe or a resource metadata request; None for
+        """The answer to a liveness or readiness probe or a resource metadata request (or its CORS preflight); None for
         other paths. No Host, Origin or MCP rule applies: a load balancer probes by address,
         a browser-based client fetches the public metadata cross-origin, and neither reveals a thing."""
         config, endpoint = self.endpoint.config, self.endpoint
@@ -318,7 +346,7 @@ class Exchange:
         if not (metadata or path in (config.health_path, config.ready_path)):
             return None
         if method not in ("GET", "HEAD"):
-            return GET_ONLY
+            return METADATA_PREFLIGHT if metadata and method == "OPTIONS" else GET_ONLY
         if metadata:
             return Fixed(200, endpoint.metadata, (("access-control-allow-origin", "*"),))  # type: ignore[arg-type]
         if path == config.ready_path and not endpoint.ready:
@@ -510,7 +538,7 @@ class Exchange:
 
     def _accepted(self) -> bool:
         """202: a notification, or a response, taken."""
-        self.send(response_head(202, [(b"content-length", b"0")], self.endpoint.closing, built=True), h11.EndOfMessage())
+        self.send(self.head(202, [(b"content-length", b"0")]), h11.EndOfMessage())
         return self._next_cycle()
 
     def _stopping(self, request_id: Any) -> bool:
@@ -697,7 +725,7 @@ class Exchange:
     def _deleted(self, session: Session) -> bool:
         self.endpoint.sessions.end(session)
         self.endpoint.stores.pop(session, None)
-        self.send(response_head(200, [(b"content-length", b"0")], self.endpoint.closing, built=True), h11.EndOfMessage())
+        self.send(self.head(200, [(b"content-length", b"0")]), h11.EndOfMessage())
         return self._next_cycle()
 
     def _resume(self, session: Session, last_event: str) -> bool:
@@ -803,13 +831,11 @@ class Exchange:
         self, status: int, body: bytes, extra: tuple[tuple[str, str], ...] = (), close: bool = False,
         content_type: bytes = b"application/json",
     ) -> None:
-        """An answer the transport makes itself (a refusal, a probe, the metadata, the metrics)."""
-        headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
+        """An answer the transport makes itself (a refusal, a probe, the metadata, the metrics, a preflight's 204)."""
+        headers = [] if status == 204 else [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
         headers += [(name.encode(), value.encode()) for name, value in extra]
-        if close or self.endpoint.closing:
-            headers.append((b"connection", b"close"))
-        events: list[Any] = [response_head(status, headers, False)]
-        if self._method != "HEAD":  # a reply to HEAD has no body
+        events: list[Any] = [self.head(status, headers, close, built=False)]
+        if self._method != "HEAD" and body:  # a reply to HEAD has no body
             events.append(h11.Data(data=body))
         self.send(*events, h11.EndOfMessage())
 

@@ -98,9 +98,9 @@ class Link(Protocol):
     def gone(self) -> bool:
         """The peer closed the connection."""
 
-    @property
-    def last_response(self) -> bool:
-        """This response ends the connection (the server is shutting down): add `Connection: close`."""
+    def head(self, status: int, headers: list[tuple[bytes, bytes]]) -> h11.Response:
+        """The response head with what the connection adds: `Connection: close` on its last response
+        (the server is shutting down), the CORS headers (`response_head` builds it)."""
 
     def send(self, *events: Any) -> None: ...
 
@@ -209,7 +209,7 @@ class HttpWriter:
     def _head(self, status: int, headers: list[tuple[bytes, bytes]]) -> h11.Response:
         if self.head_headers is not None:
             headers = headers + self.head_headers()
-        return response_head(status, headers, self.link.last_response, built=True)
+        return self.link.head(status, headers)
 
     def _stream_head(self) -> h11.Response:
         self._ticker = self.link.call_later(self.keepalive, self._tick)
