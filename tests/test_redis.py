@@ -12,7 +12,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ import pytest
 
 from conftest import ROOT, free_port, legacy, request
 from http_client import HttpClient, SseStream
+from process_group import stop_gracefully, wait_until_accepting
 from servers import legacy_server
 from mcpcore import Context, Elicit, InputRequired, McpError, Server
 from mcpcore.auth import AccessToken, Auth, StaticTokens
@@ -138,17 +138,6 @@ class RedisServer:
             self.process.kill()
             self.process.wait(10)
             self.process = None
-
-
-def wait_until_accepting(port: int, seconds: float = 15.0) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError(f"nothing accepted connections on port {port}")
 
 
 @pytest.fixture
@@ -656,12 +645,7 @@ async def test_workers_sharing_redis_open_legacy_sessions_and_serve_them_on_any_
             echoed = await call(port, session_id, request_id, "echo", text=str(request_id))
             assert echoed.status == 200 and echoed.response["result"]["content"][0]["text"] == str(request_id)
     finally:
-        supervisor.send_signal(signal.SIGTERM)
-        try:
-            supervisor.wait(15)
-        except subprocess.TimeoutExpired:
-            supervisor.kill()
-            supervisor.wait()
+        stop_gracefully(supervisor)
 
 
 class TestRedisTaskStore(TaskStoreContract):

@@ -10,17 +10,15 @@ needs no session works, and the elicitation, which does, is refused saying why.
 from __future__ import annotations
 
 import contextlib
-import signal
-import socket
 import subprocess
 import sys
-import time
 from typing import Any, Iterator
 
 import anyio
 import pytest
 
 from conftest import ROOT, free_port
+from process_group import stop_gracefully, wait_until_accepting
 from round_robin_proxy import RoundRobinProxy
 from test_interop_ts_sdk import expect_every_feature
 
@@ -36,22 +34,10 @@ def serving(*options: str) -> Iterator[int]:
     process = subprocess.Popen([sys.executable, "-m", "mcpcore", "run", SERVER, "--transport", "http", "--port", str(port),
                                 *options], cwd=ROOT, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline and process.poll() is None, "the server did not start"
-                time.sleep(0.05)
+        wait_until_accepting(port)
         yield port
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_gracefully(process, 20)
 
 
 async def test_the_typescript_client_against_two_workers_without_redis(ts_client: list[str]) -> None:
