@@ -108,6 +108,13 @@ class SessionStore(Protocol):
         """The events kept after `cursor` (waiting a second at most for one), and the cursor after them."""
 
 
+class Inbox(Protocol):
+    """Where the messages of an HTTP+SSE session are taken: on the process holding its stream."""
+
+    def relayed(self, event: dict[str, Any]) -> None:
+        """Take a message another process relayed (`Sessions.heard`)."""
+
+
 class SessionsFull(McpError):
     """Every session place, or the principal's share of them, is taken: HTTP 503 with Retry-After."""
 
@@ -145,6 +152,7 @@ class Session:
         # Where the session's own messages go (a cancelled call's writer sends nothing more);
         # None: the asking call's writer.
         self.outbox = outbox
+        self.inbox: Inbox | None = None  # an HTTP+SSE session's (the deprecated 2024-11-05 transport)
         self.version: str | None = None  # set by a successful initialize
         self.client_info: dict[str, Any] = {}
         self.capabilities: dict[str, Any] = {}
