@@ -651,7 +651,7 @@ class Exchange:
 
         async def read() -> None:
             record = await sessions.store.load(session_id, sessions.idle_timeout)  # type: ignore[union-attr]
-            if sessions.follow(session_id, record) is None and record is not None:
+            if sessions.follow(session_id, record) is None and record is not None and not record.sse:
                 sessions.adopt(self.endpoint.server.dispatcher.legacy.mirror(record, sessions))
 
         def read_on(_: None) -> bool:

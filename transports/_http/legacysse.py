@@ -22,6 +22,21 @@ also when its stream ends: the client closing it is what DELETE is on the MCP
 endpoint (its calls are cancelled, its place given back). A draining server
 lets the calls in flight answer on the stream, then ends it.
 
+Several processes sharing sessions (`SessionStore`, `--redis`). Only the process
+holding the stream serves the session, and its copy is the whole truth: the
+session records no change in the store. What the store keeps is a record saying
+that the session lives, whose it is and that it is an HTTP+SSE one (`sse`),
+saved when the stream opens (after the principal's share is counted there, as
+for any session) and deleted when it ends; Redis expires it when idle. A POST
+reads that record first, in whichever process it lands (restarting the idle
+clock), and is refused as above from it; one that reached another process than
+the holder is relayed there whole (`SessionStore.relay`: the message, the
+request's headers but its Authorization, its peer and its verified token), and
+the holder takes it as if it had arrived there (`HeldSession.relayed`; a request
+it refuses is answered on the stream). The other process answers 202 once the
+message is queued for Redis: a notification relayed so, then a request POSTed
+straight to the holder, may in principle be taken in the other order.
+
 `Exchanging` is what this module uses of the request's `Exchange` (the exchange
 imports this module, so it is named here by its shape).
 """
@@ -36,15 +51,15 @@ from urllib.parse import quote
 
 from mcpcore._runtime.call import Call
 from mcpcore._runtime.defaults import HTTP_SSE_MAX_CALLS
-from mcpcore._runtime.session import Session, Sessions, SessionsFull
+from mcpcore._runtime.session import Session, SessionRecord, Sessions, SessionsFull, SessionStore, new_session_id
 from mcpcore._serving.server import Server
-from mcpcore._wire.jsonrpc import INVALID_REQUEST, NOTIFICATION, RESPONSE, McpError
+from mcpcore._wire.jsonrpc import INVALID_REQUEST, NOTIFICATION, REQUEST, RESPONSE, McpError, encode_error
 from mcpcore._wire.protocol import Route
 from mcpcore.auth import AccessToken
 
 from .._calls import CallRunner, Malformed, cancelled_request, read_message, take_response
 from .config import HttpConfig
-from .rules import Rejection, refusal, sse_session, sse_session_id
+from .rules import Rejection, refusal, sse_session, sse_session_gone, sse_session_id
 from .sse import sse_endpoint
 from .writer import HttpWriter
 
@@ -113,11 +128,16 @@ def serve(exchange: Exchanging) -> bool:
     return _post(exchange)
 
 
+def _refuse(exchange: Exchanging, rejection: Rejection) -> bool:
+    exchange._answer(rejection)
+    return exchange._next_cycle()
+
+
 # -- the stream ---------------------------------------------------------------
 
 
 def _open(exchange: Exchanging) -> bool:
-    """Register a session in a place of its own, and serve its stream."""
+    """Register a session in a place of its own (in the shared store too, if any), and serve its stream."""
     endpoint = exchange.endpoint
     if endpoint.closing:
         return exchange._stopping(None)
@@ -125,14 +145,21 @@ def _open(exchange: Exchanging) -> bool:
     try:
         sessions.reserve(exchange._principal)
     except SessionsFull as full:
-        exchange._answer(Rejection(503, full, None, (("retry-after", "1"),)))
-        return exchange._next_cycle()
-    held = HeldSession(endpoint, sessions.new(exchange._principal))
-    sessions.add(held.session)
-    uri = f"{quote(exchange.root_path.rstrip('/') + endpoint.config.sse_message_path)}?session_id={held.session.id}"
+        return _refuse(exchange, Rejection(503, full, None, (("retry-after", "1"),)))
+    held = HeldSession(endpoint, Session(new_session_id(), exchange._principal, ttl=sessions.idle_timeout))
     token = exchange._token
     lifetime = None if token is None else token.lifetime()
-    return exchange._open_stream(held.session, lambda writer: held.serve(writer, uri, lifetime), lambda writer: None)
+    uri = f"{quote(exchange.root_path.rstrip('/') + endpoint.config.sse_message_path)}?session_id={held.session.id}"
+
+    def stream(_: Any = None) -> bool:
+        if endpoint.closing:  # began to close while the session was being shared: it ends unopened
+            return exchange._sharing(held.end(), lambda _: exchange._stopping(None))
+        return exchange._open_stream(held.session, lambda writer: held.serve(writer, uri, lifetime), lambda writer: None)
+
+    if sessions.store is None:
+        sessions.add(held.session)
+        return stream()
+    return exchange._sharing(held.share(sessions.store), stream)
 
 
 class Forward:
@@ -152,16 +179,33 @@ class Forward:
 
 class HeldSession:
     """An HTTP+SSE session on the process holding its stream: what it sends goes out there, and each
-    message POSTed for it is taken here."""
+    message POSTed for it is taken here (`take`; `relayed` from another process)."""
 
     def __init__(self, endpoint: Endpointish, session: Session) -> None:
         self.endpoint = endpoint
         self.session = session
         self.writer: HttpWriter | None = None  # the stream, once its endpoint event is out
         self._quiet: asyncio.Event | None = None  # set when the last call in flight ends (while draining)
+        self._answering: set[asyncio.Task[None]] = set()  # refusals of relayed requests, on their way out
         session.outbox = self.send
         session.inbox = self
         session.streaming = True
+
+    async def share(self, store: SessionStore) -> None:
+        """Count the session in the principal's share across processes, store its record, then hold it
+        here; whatever fails, or the client leaving meanwhile, gives back what it took."""
+        sessions, session = self.endpoint.sessions, self.session
+        claim = sessions.claim(session)
+        if claim is not None:
+            await claim  # refused or cut short, it gave the place back
+        try:
+            await store.save(SessionRecord(session.id, session.principal, "", {}, {}, sse=True), sessions.idle_timeout)  # type: ignore[arg-type]
+        except BaseException:
+            forgetting = sessions.abandon(session)
+            if forgetting is not None:
+                await asyncio.shield(forgetting)
+            raise
+        sessions.add(session)
 
     async def serve(self, writer: HttpWriter, uri: str, lifetime: float | None) -> None:
         """The stream: the endpoint event, then the session's messages until it ends (or, at most, for
@@ -174,7 +218,22 @@ class HeldSession:
                 await self._calls_over()
             await writer.finish()
         finally:
-            self.endpoint.sessions.end(self.session)
+            await self.end()
+
+    async def end(self) -> None:
+        """End the session as DELETE does: here (its calls cancelled, its place given back), then in the
+        shared store, if any (which goes on if the caller is cancelled)."""
+        sessions = self.endpoint.sessions
+        sessions.end(self.session)
+        if sessions.store is not None:
+            await asyncio.shield(self._forget(sessions.store))
+
+    async def _forget(self, store: SessionStore) -> None:
+        try:
+            await store.delete(self.session.id)  # type: ignore[arg-type]
+        except McpError as unreachable:  # the other processes refuse its messages once its record expires
+            log.warning("the record of HTTP+SSE session %s stays in the shared store until it expires: %s",
+                        self.session.id, unreachable.message)
 
     async def send(self, message: bytes) -> None:
         """One message on the stream; dropped once the stream is over (the session is ending)."""
@@ -193,9 +252,8 @@ class HeldSession:
             self._quiet.set()
 
     def take(self, kind: str, message: dict[str, Any], headers: Mapping[str, str], peer: tuple[Any, ...] | None,
-             token: AccessToken | None, route: Route | None = None) -> Rejection | Awaitable[None] | None:
-        """Take a message POSTed for the session: None when it is taken, what to await first when taking
-        it changes the shared record (a notification), or why a request is refused."""
+             token: AccessToken | None, route: Route | None = None) -> Rejection | None:
+        """Take a message POSTed for the session (None), or say why a request or response is refused."""
         session = self.session
         if kind == RESPONSE:
             problem = take_response(message, session)
@@ -203,8 +261,10 @@ class HeldSession:
         if kind == NOTIFICATION:
             if message["method"] == "notifications/cancelled":
                 session.cancel(cancelled_request(message))
-                return None
-            return self.endpoint.server.dispatcher.legacy.notified(session, message)
+            else:
+                changed = self.endpoint.server.dispatcher.legacy.notified(session, message)
+                assert changed is None  # the session records nothing in a shared store (its `store` is None)
+            return None
         request_id = message["id"]
         if self.endpoint.closing:
             return Rejection(503, McpError(INVALID_REQUEST, "The server is shutting down; retry elsewhere"), request_id)
@@ -221,39 +281,79 @@ class HeldSession:
         return None
 
     def relayed(self, event: dict[str, Any]) -> None:
-        """A message POSTed to another process for this session (`Sessions.heard`)."""
-        raise NotImplementedError
+        """Take a message another process relayed (`relay_event`); a request refused is answered on the stream."""
+        kind, message, auth = event["kind"], event["post"], event["auth"]
+        token = None if auth is None else AccessToken(auth["subject"], auth["client_id"], frozenset(auth["scopes"]),
+                                                      auth["expires_at"], auth["claims"])
+        peer = None if event["peer"] is None else tuple(event["peer"])
+        refused = self.take(kind, message, event["headers"], peer, token)
+        if refused is None:
+            return
+        if kind != REQUEST:  # a response nobody waits for: the process that took the POST cannot say so now
+            log.debug("dropped a relayed %s for session %s: %s", kind, self.session.id, refused.error.message)
+            return
+        answer = asyncio.get_running_loop().create_task(self.send(encode_error(message["id"], refused.error)))
+        self._answering.add(answer)
+        answer.add_done_callback(self._answering.discard)
+
+
+def relay_event(kind: str, message: dict[str, Any], headers: Mapping[str, str], peer: tuple[Any, ...] | None,
+                token: AccessToken | None) -> dict[str, Any]:
+    """What another process relays to the holder of a session's stream: the message and the facts of the
+    request that brought it, as JSON (the verified token's fields, and no Authorization header)."""
+    auth = None if token is None else {"subject": token.subject, "client_id": token.client_id,
+                                       "scopes": sorted(token.scopes), "expires_at": token.expires_at,
+                                       "claims": dict(token.claims)}
+    return {"post": message, "kind": kind, "headers": {k: v for k, v in headers.items() if k != "authorization"},
+            "peer": None if peer is None else list(peer), "auth": auth}
 
 
 # -- a message ------------------------------------------------------------------
 
 
 def _post(exchange: Exchanging) -> bool:
-    """A message for a session held here: taken (then 202), or refused."""
+    """A message for a session: checked against the session held here, or (sharing sessions) its record."""
+    sessions = exchange.endpoint.sessions
+    session_id = sse_session_id(exchange._target)
+    if isinstance(session_id, Rejection):
+        return _refuse(exchange, session_id)
+    if sessions.store is None:
+        found = sse_session(session_id, sessions, exchange._principal)
+        if isinstance(found, Rejection):
+            return _refuse(exchange, found)
+        return _take(exchange, session_id, cast(HeldSession, found.inbox))
+    return exchange._sharing(sessions.store.load(session_id, sessions.idle_timeout),
+                             lambda record: _take_shared(exchange, session_id, record))
+
+
+def _take_shared(exchange: Exchanging, session_id: str, record: SessionRecord | None) -> bool:
+    held_here = exchange.endpoint.sessions.follow(session_id, record)  # ended here if the record is gone
+    if record is None or not record.sse or record.principal != exchange._principal:
+        return _refuse(exchange, sse_session_gone())
+    return _take(exchange, session_id, None if held_here is None else cast("HeldSession | None", held_here.inbox))
+
+
+def _take(exchange: Exchanging, session_id: str, held: HeldSession | None) -> bool:
+    """The message, taken by `held` (then 202), relayed to the process holding the stream (None: another
+    process), or refused."""
     endpoint = exchange.endpoint
-    found = sse_session_id(exchange._target)
-    if isinstance(found, str):
-        found = sse_session(found, endpoint.sessions, exchange._principal)
-    if isinstance(found, Rejection):
-        exchange._answer(found)
-        return exchange._next_cycle()
     inbound = read_message(exchange._body)
     exchange._body = bytearray()
     if isinstance(inbound, Malformed):
-        exchange._answer(refusal(inbound.error, inbound.request_id))
-        return exchange._next_cycle()
+        return _refuse(exchange, refusal(inbound.error, inbound.request_id))
     kind, message = inbound
     route = None
-    if kind not in (RESPONSE, NOTIFICATION):
+    if kind == REQUEST:
         if endpoint.closing:
             return exchange._stopping(message["id"])
         route = endpoint.server.route(message)
         if exchange._token is not None and exchange._forbidden(route, message):
             return exchange._next_cycle()
-    outcome = cast(HeldSession, found.inbox).take(kind, message, exchange._headers, exchange.peer, exchange._token, route)
-    if isinstance(outcome, Rejection):
-        exchange._answer(outcome)
-        return exchange._next_cycle()
-    if outcome is not None:  # a shared session's change, recorded before the 202
-        return exchange._sharing(outcome, lambda _: exchange._accepted())
+    if held is None:
+        relay = relay_event(kind, message, exchange._headers, exchange.peer, exchange._token)
+        endpoint.sessions.store.relay(session_id, relay)  # type: ignore[union-attr]
+        return exchange._accepted()
+    refused = held.take(kind, message, exchange._headers, exchange.peer, exchange._token, route)
+    if refused is not None:
+        return _refuse(exchange, refused)
     return exchange._accepted()
