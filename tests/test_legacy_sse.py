@@ -366,7 +366,8 @@ async def test_the_paths_are_configurable() -> None:
 @pytest.mark.builtin_http("the paths are checked where the endpoint is made")
 def test_the_transports_paths_must_be_paths_of_their_own() -> None:
     server = legacy_server.build()
-    for clash in ({"sse_message_path": "/sse"}, {"sse_path": "/mcp"}, {"sse_message_path": "messages"}):
+    for clash in ({"sse_message_path": "/sse"}, {"sse_path": "/mcp"}, {"sse_message_path": "messages"},
+                  {"sse_path": "/healthz"}):
         with pytest.raises(ValueError, match="HTTP\\+SSE paths"):
             HttpServer(server, HttpConfig(**clash))
     server.custom_route("/sse")(lambda request: "mine")

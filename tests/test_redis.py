@@ -1014,6 +1014,20 @@ async def test_an_http_sse_session_held_by_one_process_takes_what_is_posted_to_t
             assert (await sse_post(other, uri, legacy("ping", 4))).status == 404
 
 
+async def test_an_idle_http_sse_session_expires_in_redis_and_the_process_holding_its_stream_ends_it(
+        redis_server: RedisServer) -> None:
+    from test_legacy_sse import Stream
+
+    with processes(redis_server, target=LEGACY_TARGET, extra=("--session-idle-timeout", "1")) as (a, _):
+        async with HttpClient.connect(_Port(a)) as opener:  # type: ignore[arg-type]
+            with anyio.fail_after(15):
+                stream = Stream(opener)
+                await stream.open()
+                assert len(session_keys(redis_server)) == 1
+                assert await stream.event() is None
+        assert session_keys(redis_server) == []
+
+
 async def test_a_relayed_http_sse_request_runs_with_the_token_and_principal_of_the_post_that_brought_it(
         redis_server: RedisServer) -> None:
     from test_legacy_sse import Stream, handshake

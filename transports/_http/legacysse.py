@@ -37,7 +37,7 @@ it refuses is answered on the stream). The other process answers 202 once the
 message is queued for Redis: a notification relayed so, then a request POSTed
 straight to the holder, may in principle be taken in the other order.
 
-`Exchanging` is what this module uses of the request's `Exchange` (the exchange
+`ExchangeShape` is what this module uses of the request's `Exchange` (the exchange
 imports this module, so it is named here by its shape).
 """
 
@@ -73,13 +73,14 @@ def paths(config: HttpConfig) -> tuple[str, ...]:
     if not config.sse_path:
         return ()
     served = (config.sse_path, config.sse_message_path)
-    if len(set(served)) < 2 or config.path in served or not all(path.startswith("/") for path in served):
-        raise ValueError(f"the HTTP+SSE paths {served} must be two different paths starting with '/', neither the MCP "
-                         f"endpoint {config.path!r} (set sse_path=None to serve no HTTP+SSE)")
+    taken = {config.path, config.health_path, config.ready_path} & set(served)
+    if len(set(served)) < 2 or taken or not all(path.startswith("/") for path in served):
+        raise ValueError(f"the HTTP+SSE paths {served} must be two different paths starting with '/', and neither the MCP "
+                         f"endpoint {config.path!r} nor a probe's (set sse_path=None to serve no HTTP+SSE)")
     return served
 
 
-class Endpointish(Protocol):
+class EndpointShape(Protocol):
     """What this module reads of the endpoint (`exchange.Endpoint`)."""
 
     server: Server
@@ -89,10 +90,10 @@ class Endpointish(Protocol):
     closing: bool
 
 
-class Exchanging(Protocol):
+class ExchangeShape(Protocol):
     """What this module uses of one request's exchange (`exchange.Exchange`; see its hooks)."""
 
-    endpoint: Endpointish
+    endpoint: EndpointShape
     peer: tuple[Any, ...] | None
     root_path: str
     _method: str
@@ -120,7 +121,7 @@ class Exchanging(Protocol):
                      ended: Callable[[HttpWriter], None]) -> bool: ...
 
 
-def serve(exchange: Exchanging) -> bool:
+def serve(exchange: ExchangeShape) -> bool:
     """A request on one of the transport's paths, its head checked (`rules.check_sse_head`) and its
     token verified: GET opens a stream, POST brings a message. True to read the next request."""
     if exchange._method == "GET":
@@ -128,7 +129,7 @@ def serve(exchange: Exchanging) -> bool:
     return _post(exchange)
 
 
-def _refuse(exchange: Exchanging, rejection: Rejection) -> bool:
+def _refuse(exchange: ExchangeShape, rejection: Rejection) -> bool:
     exchange._answer(rejection)
     return exchange._next_cycle()
 
@@ -136,7 +137,7 @@ def _refuse(exchange: Exchanging, rejection: Rejection) -> bool:
 # -- the stream ---------------------------------------------------------------
 
 
-def _open(exchange: Exchanging) -> bool:
+def _open(exchange: ExchangeShape) -> bool:
     """Register a session in a place of its own (in the shared store too, if any), and serve its stream."""
     endpoint = exchange.endpoint
     if endpoint.closing:
@@ -181,7 +182,7 @@ class HeldSession:
     """An HTTP+SSE session on the process holding its stream: what it sends goes out there, and each
     message POSTed for it is taken here (`take`; `relayed` from another process)."""
 
-    def __init__(self, endpoint: Endpointish, session: Session) -> None:
+    def __init__(self, endpoint: EndpointShape, session: Session) -> None:
         self.endpoint = endpoint
         self.session = session
         self.writer: HttpWriter | None = None  # the stream, once its endpoint event is out
@@ -311,7 +312,7 @@ def relay_event(kind: str, message: dict[str, Any], headers: Mapping[str, str], 
 # -- a message ------------------------------------------------------------------
 
 
-def _post(exchange: Exchanging) -> bool:
+def _post(exchange: ExchangeShape) -> bool:
     """A message for a session: checked against the session held here, or (sharing sessions) its record."""
     sessions = exchange.endpoint.sessions
     session_id = sse_session_id(exchange._target)
@@ -326,14 +327,14 @@ def _post(exchange: Exchanging) -> bool:
                              lambda record: _take_shared(exchange, session_id, record))
 
 
-def _take_shared(exchange: Exchanging, session_id: str, record: SessionRecord | None) -> bool:
+def _take_shared(exchange: ExchangeShape, session_id: str, record: SessionRecord | None) -> bool:
     held_here = exchange.endpoint.sessions.follow(session_id, record)  # ended here if the record is gone
     if record is None or not record.sse or record.principal != exchange._principal:
         return _refuse(exchange, sse_session_gone())
     return _take(exchange, session_id, None if held_here is None else cast("HeldSession | None", held_here.inbox))
 
 
-def _take(exchange: Exchanging, session_id: str, held: HeldSession | None) -> bool:
+def _take(exchange: ExchangeShape, session_id: str, held: HeldSession | None) -> bool:
     """The message, taken by `held` (then 202), relayed to the process holding the stream (None: another
     process), or refused."""
     endpoint = exchange.endpoint
