@@ -240,6 +240,20 @@ async def test_only_the_principal_that_opened_the_stream_may_post_to_its_session
                 assert (await client.read_reply()).status == 404  # an HTTP+SSE session is not served on /mcp
 
 
+async def test_a_stream_lasts_while_the_token_that_opened_it_does() -> None:
+    import time
+
+    brief = {"brief-token": AccessToken("carol", "client", frozenset(), expires_at=time.time() + 1)}
+    server = legacy_server.build(auth=Auth(StaticTokens(brief), "http://127.0.0.1:8000/mcp", ("https://auth.example.com",)))
+    async with running(server) as http, HttpClient.connect(http) as opener:
+        with anyio.fail_after(LIMIT):
+            stream = Stream(opener)
+            await stream.open(as_("brief"))
+            assert len(http.sessions) == 1
+            assert await stream.event() is None  # its token expired: the stream, and its session, ended
+            assert len(http.sessions) == 0
+
+
 async def test_streams_take_session_places_and_a_full_server_answers_503() -> None:
     async with running(guarded(), max_sessions=20, max_sessions_per_principal=1) as http:
         async with HttpClient.connect(http) as first, HttpClient.connect(http) as second, HttpClient.connect(http) as other:
