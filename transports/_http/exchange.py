@@ -18,7 +18,8 @@ answer is complete: True when the connection may read the next request) and
 `_read_on` (read on after an answer that came later). What must wait on I/O
 before the request can go on (the token check, a shared session's record)
 pauses the exchange (`_pause`): a task does the I/O, then the request is
-served on from where it stopped.
+served on from where it stopped. A request on the paths of the deprecated
+HTTP+SSE transport goes to `legacysse.py` once its token is verified.
 """
 
 from __future__ import annotations
