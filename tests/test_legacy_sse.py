@@ -367,6 +367,17 @@ async def test_the_transport_is_switched_off_with_no_stream_path() -> None:
             assert (await post(client, "/messages?session_id=x", legacy("ping", 1))).status == 404
 
 
+@pytest.mark.parametrize(("switch", "why"), [("stateless", "runs stateless"), ("json_response", "answers JSON only")])
+async def test_a_stateless_or_json_only_server_serves_no_http_sse(switch: str, why: str) -> None:
+    async with running(legacy_server.build(), **{switch: True}) as http, HttpClient.connect(http) as client:
+        with anyio.fail_after(LIMIT):
+            await client.send_request("GET", "/sse", {"accept": "text/event-stream"})
+            refused = await client.read_reply()
+            assert refused.status == 404 and why in refused.response["error"]["message"]
+            assert (await post(client, "/messages?session_id=x", legacy("ping", 1))).status == 404
+            assert len(http.sessions) == 0
+
+
 async def test_the_paths_are_configurable() -> None:
     async with running(legacy_server.build(), sse_path="/events", sse_message_path="/events/post") as http:
         async with HttpClient.connect(http) as opener, HttpClient.connect(http) as client:

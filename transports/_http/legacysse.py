@@ -16,7 +16,8 @@ and must come from the principal that opened the stream (else 404, as for an
 unknown session). Its message is taken by `HeldSession.take`: a request starts
 a call (at most `MAX_CALLS` in flight per session), a notification is handled, a
 client's response reaches the server-to-client request waiting for it; then the
-POST is answered `202 Accepted`, long before the call ends. A session ends as
+POST is answered `202 Accepted`, long before the call ends. A server that runs
+stateless or answers JSON only serves neither path (404, saying why). A session ends as
 any 2025-era session does, after `session_idle_timeout` without a POST, and
 also when its stream ends: the client closing it is what DELETE is on the MCP
 endpoint (its calls are cancelled, its place given back). A draining server
@@ -124,9 +125,19 @@ class ExchangeShape(Protocol):
 def serve(exchange: ExchangeShape) -> bool:
     """A request on one of the transport's paths, its head checked (`rules.check_sse_head`) and its
     token verified: GET opens a stream, POST brings a message. True to read the next request."""
+    config = exchange.endpoint.config
+    if config.stateless or config.json_response:
+        return _refuse(exchange, _unserved(config))
     if exchange._method == "GET":
         return _open(exchange)
     return _post(exchange)
+
+
+def _unserved(config: HttpConfig) -> Rejection:
+    """404 where the server's switches leave no room for this transport, saying which."""
+    why = ("runs stateless (--stateless), and an HTTP+SSE session lives in the process holding its stream"
+           if config.stateless else "answers JSON only (--json-response), and HTTP+SSE answers on a stream")
+    return Rejection(404, McpError(INVALID_REQUEST, f"Not found: this server {why}; use Streamable HTTP at {config.path}"))
 
 
 def _refuse(exchange: ExchangeShape, rejection: Rejection) -> bool:
