@@ -516,6 +516,8 @@ class RedisSessionStore:
     async def save(self, record: SessionRecord, ttl: float) -> None:
         fixed = {"principal": record.principal, "version": record.version, "clientInfo": record.client_info,
                  "capabilities": record.capabilities}
+        if record.sse:
+            fixed["sse"] = True
         fields: dict[str, Any] = {_RECORD: orjson.dumps(fixed)}
         if record.initialized:
             fields[_INITIALIZED] = "1"
@@ -673,4 +675,4 @@ def _session_record(session_id: str, fields: dict[bytes, bytes]) -> SessionRecor
     level = fields.get(_LEVEL.encode())
     return SessionRecord(session_id, known["principal"], known["version"], known["clientInfo"], known["capabilities"],
                          _INITIALIZED.encode() in fields, None if level is None else level.decode(), uris,
-                         int(fields.get(_REVISION.encode(), 0)))
+                         int(fields.get(_REVISION.encode(), 0)), known.get("sse", False))

@@ -80,12 +80,30 @@ def legacy(method: str, request_id: Any = 1, **params: Any) -> dict[str, Any]:
     return message
 
 
+def _interop_package(name: str) -> Path:
+    """The folder of npm package `name` in tests/interop/node_modules, where a first use installs everything
+    tests/interop/package.json pins (with the machine's Node and npm)."""
+    assert shutil.which("node") and shutil.which("npm"), "the interop tests with npm clients need Node.js and npm on PATH"
+    interop = ROOT / "tests" / "interop"
+    folder = interop / "node_modules" / name
+    if not (folder / "package.json").exists():
+        subprocess.run([shutil.which("npm"), "install", "--no-audit", "--no-fund", "--silent"], cwd=interop, check=True,
+                       timeout=300)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def ts_client() -> list[str]:
     """The command running tests/interop/ts_client.mjs (the TypeScript SDK v1 client), installed on first use."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    assert node and npm, "the TypeScript interop tests need Node.js and npm on PATH"
-    interop = ROOT / "tests" / "interop"
-    if not (interop / "node_modules" / "@modelcontextprotocol" / "sdk" / "package.json").exists():
-        subprocess.run([npm, "install", "--no-audit", "--no-fund", "--silent"], cwd=interop, check=True, timeout=300)
-    return [node, str(interop / "ts_client.mjs")]
+    _interop_package("@modelcontextprotocol/sdk")
+    return [shutil.which("node"), str(ROOT / "tests" / "interop" / "ts_client.mjs")]  # type: ignore[list-item]
+
+
+@pytest.fixture(scope="session")
+def inspector_cli() -> list[str]:
+    """The command running the MCP Inspector's command line (`mcp-inspector --cli`), installed on first use."""
+    import json
+
+    folder = _interop_package("@modelcontextprotocol/inspector")
+    launcher = json.loads((folder / "package.json").read_text())["bin"]["mcp-inspector"]
+    return [shutil.which("node"), str(folder / launcher), "--cli"]  # type: ignore[list-item]

@@ -80,6 +80,21 @@ async def test_mounted_under_a_prefix_in_starlette_it_starts_on_the_first_reques
     assert events == ["start"]  # uvicorn stopped the parent; the mount's lifespan never heard of it
 
 
+async def test_mounted_under_a_prefix_the_http_sse_stream_names_its_message_url_under_it() -> None:
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    from test_legacy_sse import Stream, handshake
+
+    parent = Starlette(routes=[Mount("/tools", app=asgi.app(living_server([])))])
+    async with under_uvicorn(parent) as (_, port), HttpClient.connect(at(port)) as opener:
+        async with HttpClient.connect(at(port)) as client:
+            stream = Stream(opener)
+            uri = await stream.open(target="/tools/sse")
+            assert uri.startswith("/tools/messages?session_id=")
+            assert (await handshake(client, stream, uri))["serverInfo"]["name"] == "asgi-tests"
+
+
 async def test_in_fastapi_beside_its_routes_with_the_lifespan_passed_on() -> None:
     from fastapi import FastAPI
 

@@ -176,3 +176,37 @@ def test_workers_without_shared_state_say_what_stays_per_worker() -> None:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+@pytest.mark.parametrize(("options", "stream", "status", "answer"), [
+    (["--sse-path", "/events", "--sse-message-path", "/events/in"], "/events", 200, b"data: /events/in?session_id="),
+    (["--sse-path", ""], "/sse", 404, b'"code":-32600'),  # switched off: not found, as any other path
+])
+def test_the_http_sse_transport_moves_with_its_options_and_an_empty_path_turns_it_off(
+        options: list[str], stream: str, status: int, answer: bytes) -> None:
+    import http.client
+    import time
+
+    from conftest import free_port
+
+    port = free_port()
+    command = [sys.executable, "-m", "mcpcore", "run", str(ROOT / "examples" / "echo_server.py"), "--transport", "http",
+               "--port", str(port), *options]
+    process = subprocess.Popen(command, stderr=subprocess.DEVNULL, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                connection.request("GET", stream, headers={"accept": "text/event-stream"})
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the server did not start"
+                time.sleep(0.05)
+        reply = connection.getresponse()
+        assert reply.status == status
+        assert answer in (reply.readline() + reply.readline() if status == 200 else reply.read())  # a stream: its first event
+        connection.close()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(20)

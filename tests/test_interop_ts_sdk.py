@@ -2,9 +2,10 @@
 
 `tests/interop/ts_client.mjs` drives every feature (tools with a 1 MiB argument
 and Unicode text, a resource, a prompt, progress, an elicitation answered by its
-request handler) over stdio (it spawns `mcpcore run`) and over HTTP (a real
-server on 127.0.0.1). The client speaks the initialize handshake only, so this
-is the 2025-11-25 era. Its npm package is installed into `tests/interop/` with
+request handler) over stdio (it spawns `mcpcore run`), over HTTP (a real
+server on 127.0.0.1) and over the deprecated HTTP+SSE transport (its
+`SSEClientTransport`, on the built-in server and under uvicorn). The client speaks
+the initialize handshake only, so this is the 2025-11-25 era. Its npm package is installed into `tests/interop/` with
 the machine's Node on first use (the `ts_client` fixture, in conftest.py: tests/test_redis.py
 drives it through a round-robin proxy too).
 """
@@ -49,5 +50,17 @@ async def test_the_typescript_client_over_http(ts_client: list[str]) -> None:
         with anyio.fail_after(60):
             result = await anyio.run_process([*ts_client, "http", http.url], cwd=ROOT, check=False)
         assert len(http.sessions) == 0  # the client's DELETE on close ended its session
+    assert result.returncode == 0, result.stderr.decode()
+    assert expect_every_feature(result.stdout)["protocolVersion"] == "2025-11-25"
+
+
+@pytest.mark.parametrize("via", ["h11", "asgi"])
+async def test_the_typescript_client_over_http_sse(ts_client: list[str], via: str) -> None:
+    async with running(legacy_server.build(), via=via) as http:
+        with anyio.fail_after(60):
+            result = await anyio.run_process([*ts_client, "sse", f"http://127.0.0.1:{http.port}/sse"], cwd=ROOT,
+                                             check=False)
+            while len(http.sessions):  # the client closed its stream: that ended its session
+                await anyio.sleep(0.02)
     assert result.returncode == 0, result.stderr.decode()
     assert expect_every_feature(result.stdout)["protocolVersion"] == "2025-11-25"

@@ -977,3 +977,172 @@ async def test_a_claim_that_ends_as_the_server_begins_to_close_gives_its_place_b
             while session_keys(redis_server):  # no session, and no place counted for one
                 await anyio.sleep(0.05)
         assert len(http.sessions) == 0 and http.sessions._reserved == 0
+
+
+# -- HTTP+SSE sessions (the deprecated 2024-11-05 transport): served where the stream is held ---------------
+
+
+async def test_an_http_sse_session_held_by_one_process_takes_what_is_posted_to_the_other(redis_server: RedisServer) -> None:
+    from test_legacy_sse import Stream, handshake
+    from test_legacy_sse import post as sse_post
+
+    with processes(redis_server, target=LEGACY_TARGET) as (a, b):
+        async with HttpClient.connect(_Port(a)) as opener, HttpClient.connect(_Port(b)) as other:  # type: ignore[arg-type]
+            with anyio.fail_after(15):
+                stream = Stream(opener)
+                uri = await stream.open()  # A holds the stream; everything below is POSTed to B
+                assert (await handshake(other, stream, uri, {"elicitation": {}}))["serverInfo"]["name"] == "legacy-tests"
+                assert (await sse_post(other, uri, legacy("tools/call", 1, name="greet", arguments={}))).status == 202
+                asked = await stream.message("tools/call")
+                assert asked["method"] == "elicitation/create"
+                again = await sse_post(other, uri, legacy("tools/call", 1, name="echo", arguments={"text": "x"}))
+                assert again.status == 202  # B cannot know; A refuses it on the stream
+                refused = await stream.message()
+                assert refused["id"] == 1 and "already in flight" in refused["error"]["message"]
+                answer = {"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"name": "Ada"}}}
+                assert (await sse_post(other, uri, answer)).status == 202
+                assert (await stream.message("tools/call"))["result"]["content"][0]["text"] == "Hello, Ada!"
+                unknown = await sse_post(other, "/messages?session_id=no-such-session", legacy("ping", 2))
+                assert unknown.status == 404
+                for port in (a, b):  # /mcp serves no HTTP+SSE session, where it is held or elsewhere
+                    assert (await post(port, legacy("ping", 3), uri.rpartition("=")[2])).status == 404
+                assert len(session_keys(redis_server)) == 1
+        with anyio.fail_after(15):  # the client closed A's stream: the session ended everywhere
+            while session_keys(redis_server):
+                await anyio.sleep(0.05)
+        async with HttpClient.connect(_Port(b)) as other:  # type: ignore[arg-type]
+            assert (await sse_post(other, uri, legacy("ping", 4))).status == 404
+
+
+async def test_an_idle_http_sse_session_expires_in_redis_and_the_process_holding_its_stream_ends_it(
+        redis_server: RedisServer) -> None:
+    from test_legacy_sse import Stream
+
+    with processes(redis_server, target=LEGACY_TARGET, extra=("--session-idle-timeout", "1")) as (a, _):
+        async with HttpClient.connect(_Port(a)) as opener:  # type: ignore[arg-type]
+            with anyio.fail_after(15):
+                stream = Stream(opener)
+                await stream.open()
+                assert len(session_keys(redis_server)) == 1
+                assert await stream.event() is None
+        assert session_keys(redis_server) == []
+
+
+async def test_a_relayed_http_sse_request_runs_with_the_token_and_principal_of_the_post_that_brought_it(
+        redis_server: RedisServer) -> None:
+    from test_legacy_sse import Stream, handshake
+    from test_legacy_sse import post as sse_post
+
+    def as_(token: str) -> dict[str, str]:
+        return {"content-type": "application/json", "authorization": f"Bearer {token}"}
+
+    with processes(redis_server, target="tests/test_redis.py:authenticated_server") as (a, b):
+        async with HttpClient.connect(_Port(a)) as opener, HttpClient.connect(_Port(b)) as other:  # type: ignore[arg-type]
+            with anyio.fail_after(15):
+                stream = Stream(opener)
+                uri = await stream.open(as_("desk-token"))
+                await handshake(other, stream, uri, {"elicitation": {}}, headers=as_("phone-token"))  # bob, both
+                call = legacy("tools/call", 1, name="audited", arguments={})
+                assert (await sse_post(other, uri, call, as_("phone-token"))).status == 202
+                asked = await stream.message("tools/call")
+                answer = {"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"ok": True}}}
+                assert (await sse_post(other, uri, answer, as_("phone-token"))).status == 202
+                done = await stream.message("tools/call")
+                assert done["result"]["content"][0]["text"] == "bob via phone-app; then bob via phone-app"
+    with processes(redis_server, target=GUARDED_TARGET, extra=("--max-sessions-per-principal", "1")) as (a, b):
+        async with HttpClient.connect(_Port(a)) as opener, HttpClient.connect(_Port(b)) as other:  # type: ignore[arg-type]
+            with anyio.fail_after(15):
+                uri = await Stream(opener).open({"authorization": "Bearer alice-token"})
+                stranger = await sse_post(other, uri, legacy("ping", 1), as_("bob-token"))
+                assert stranger.status == 404  # as if there were no such session
+                await other.send_request("GET", "/sse", {"authorization": "Bearer alice-token"})
+                refused = await other.read_reply()  # her share, counted across processes, is taken
+                assert refused.status == 503 and "max_sessions_per_principal 1" in refused.response["error"]["message"]
+
+
+async def test_a_stream_whose_client_leaves_while_its_place_is_counted_leaves_nothing_behind(
+        redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    from http_client import running
+
+    claims = HeldClaims(monkeypatch)
+    async with running(guarded_shared(redis_server), via="h11") as http:
+        async with HttpClient.connect(http) as client:
+            await client.send_request("GET", "/sse", {"authorization": "Bearer alice-token"})
+            with anyio.fail_after(10):
+                await claims.counted.wait()
+            assert len(session_keys(redis_server)) == 1  # the claim made its session's hash
+        with anyio.fail_after(10):
+            while session_keys(redis_server) or http.sessions._reserved:
+                await anyio.sleep(0.05)
+
+
+async def test_a_stream_whose_record_cannot_be_stored_is_refused_and_gives_its_place_back(
+        redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    from http_client import running
+    from mcpcore.redisstate import RedisSessionStore, StateUnavailable
+
+    async def unreachable(store: RedisSessionStore, *args: Any) -> None:
+        raise StateUnavailable("opening the session", ConnectionError("Redis went away"))
+
+    monkeypatch.setattr(RedisSessionStore, "save", unreachable)
+    async with running(guarded_shared(redis_server), via="h11") as http, HttpClient.connect(http) as client:
+        with anyio.fail_after(10):
+            await client.send_request("GET", "/sse", {"authorization": "Bearer alice-token"})
+            reply = await client.read_reply()
+            assert reply.status == 500 and "(Redis) is unreachable" in reply.response["error"]["message"]
+            while session_keys(redis_server):  # the place its claim counted is forgotten
+                await anyio.sleep(0.05)
+        assert len(http.sessions) == 0 and http.sessions._reserved == 0
+
+
+async def test_a_stream_whose_place_is_counted_as_the_server_begins_to_close_gives_it_back(
+        redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    from http_client import running
+
+    claims = HeldClaims(monkeypatch)
+    async with running(guarded_shared(redis_server), via="h11") as http:
+        async with HttpClient.connect(http) as client:
+            await client.send_request("GET", "/sse", {"authorization": "Bearer alice-token"})
+            with anyio.fail_after(10):
+                await claims.counted.wait()
+                http.closing = True  # what stop() does first
+                claims.release.set()
+                reply = await client.read_reply()
+            assert reply.status == 503 and "shutting down" in reply.response["error"]["message"]
+        with anyio.fail_after(10):
+            while session_keys(redis_server):  # no session, and no place counted for one
+                await anyio.sleep(0.05)
+        assert len(http.sessions) == 0 and http.sessions._reserved == 0
+
+
+async def test_the_real_clients_over_http_sse_behind_a_round_robin_proxy_work_as_with_one_process(
+        redis_server: RedisServer, ts_client: list[str], inspector_cli: list[str], tmp_path: Path) -> None:
+    mcp = pytest.importorskip("mcp", reason="the official SDK is in the test extra")
+    mcp_types = pytest.importorskip("mcp_types")
+    from mcp.client.sse import sse_client
+    from round_robin_proxy import RoundRobinProxy
+    from test_interop_inspector import inspect
+
+    async def answer(context: Any, params: Any) -> Any:
+        return mcp_types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    with processes(redis_server, target=LEGACY_TARGET) as ports, anyio.fail_after(90):
+        async with RoundRobinProxy(ports) as proxy:
+            url = f"http://127.0.0.1:{proxy.port}/sse"
+            async with mcp.Client(sse_client(url), mode="legacy", elicitation_callback=answer, read_timeout_seconds=30) as sdk:
+                assert {"echo", "greet", "steps"} <= {tool.name for tool in (await sdk.list_tools()).tools}
+                assert (await sdk.call_tool("echo", {"text": "hi"})).content[0].text == "hi"  # type: ignore[union-attr]
+                progress: list[float] = []
+
+                async def on_progress(done: float, total: float | None, message: str | None) -> None:
+                    progress.append(done)
+
+                stepped = await sdk.call_tool("steps", {}, progress_callback=on_progress)
+                assert stepped.content[0].text.startswith("done for") and progress == [1, 2, 3]  # type: ignore[union-attr]
+                assert (await sdk.call_tool("greet", {})).content[0].text == "Hello, Ada!"  # type: ignore[union-attr]
+            assert set(proxy.served) == set(ports)
+            result = await anyio.run_process([*ts_client, "sse", url], cwd=ROOT, check=False)
+            assert result.returncode == 0, result.stderr.decode()
+            assert expect_every_feature(result.stdout)["protocolVersion"] == "2025-11-25"
+            for method in ("tools/list", "tools/call"):
+                await inspect(inspector_cli, url, tmp_path, method)

@@ -74,6 +74,7 @@ class _AsgiExchange(Exchange):
         self.policy_refusal = found if isinstance(found, str) else None  # why this address is not served
         if isinstance(found, Policy):
             self.policy = found
+        self.root_path = scope.get("root_path", "")
         self._send = send
         self._outbox: collections.deque[Message] = collections.deque()
         self._idle: asyncio.Future[None] | None = None  # the pump waits on it for something to do

@@ -152,6 +152,10 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     http.add_argument("--json-response", action="store_true", default=None,
                       help="never answer with an SSE stream, for clients and proxies that cannot take one: a call's "
                            "notifications are dropped (and counted), and what needs a stream is refused")
+    http.add_argument("--sse-path", metavar="PATH", help="where a client of the deprecated HTTP+SSE transport "
+                      f"(protocol 2024-11-05) opens its stream ({d.HTTP_SSE_PATH}; '' serves no HTTP+SSE)")
+    http.add_argument("--sse-message-path", metavar="PATH", help="where such a client POSTs its messages "
+                      f"({d.HTTP_SSE_MESSAGE_PATH})")
     http.add_argument("--workers", type=int, help="worker processes sharing the port (1)")
     http.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)  # set by the worker supervisor
     inspect = commands.add_parser("inspect", help="list a server's tools (with schemas), resources and prompts")
@@ -182,10 +186,10 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
 _STDIO_OPTIONS = ("max_in_flight", "max_line_bytes", "grace_period")
 _HTTP_ONLY = ("host", "port", "path", "allowed_origins", "allowed_hosts", "cors_origins", "max_body_bytes",
               "max_connections", "max_sessions", "max_sessions_per_principal", "session_idle_timeout", "stateless",
-              "json_response")
+              "json_response", "sse_path", "sse_message_path")
 _HTTP_OPTIONS = ("max_in_flight", "grace_period", "host", "port", "path", "allowed_origins", "allowed_hosts",
                  "cors_origins", "max_body_bytes", "max_connections", "max_sessions", "max_sessions_per_principal",
-                 "session_idle_timeout", "stateless", "json_response", "listen_fd")
+                 "session_idle_timeout", "stateless", "json_response", "sse_path", "sse_message_path", "listen_fd")
 
 
 def _without_option(argv: list[str], option: str) -> list[str]:

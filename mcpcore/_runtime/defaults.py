@@ -44,6 +44,9 @@ HTTP_SESSION_EVENTS = 256  # a 2025-11-25 session's stored stream events, for La
 HTTP_SESSION_EVENT_BYTES = 256 * 1024  # ... and their message bytes in memory (the newest event is kept whatever its size)
 HTTP_HEALTH_PATH = "/healthz"  # liveness probe: 200 while the process serves
 HTTP_READY_PATH = "/readyz"  # readiness probe: 200 while serving, 503 once draining
+HTTP_SSE_PATH = "/sse"  # the deprecated HTTP+SSE transport (2024-11-05): GET opens a session's stream
+HTTP_SSE_MESSAGE_PATH = "/messages"  # ... and its messages are POSTed here (?session_id=...)
+HTTP_SSE_MAX_CALLS = 128  # requests one HTTP+SSE session may have in flight (each POST is answered 202 at once)
 
 # subscriptions (`subscriptions/listen`, and a 2025-era session's `resources/subscribe`)
 SUBSCRIPTION_MAX_URIS = 1000  # resource URIs one subscription or session may follow

@@ -20,7 +20,11 @@ copies: opened there, or adopted when a request for the session arrived.
 A shared session records each change (`Session.change`) before the client
 hears it took effect, and a client's response or cancellation for a call
 running in another process is relayed there (the request ids of
-server-to-client requests name the process that asked).
+server-to-client requests name the process that asked). An HTTP+SSE session
+(the deprecated 2024-11-05 transport) is served only by the process holding
+its stream, whose copy is the whole truth (it records no change): its record
+only says that it lives, whose it is, and that it is one (`sse`), and the
+other processes relay each message POSTed for it there, whole (`Session.inbox`).
 """
 
 from __future__ import annotations
@@ -61,13 +65,14 @@ class SessionRecord:
 
     id: str
     principal: str | None
-    version: str
+    version: str  # "" for an HTTP+SSE session (its record holds none of what initialize negotiates)
     client_info: dict[str, Any]
     capabilities: dict[str, Any]
     initialized: bool = False
     log_level: str | None = None
     uris: frozenset[str] = frozenset()
     revision: int = 0  # counts its changes: a copy never goes back to an older state
+    sse: bool = False  # an HTTP+SSE session: only the process holding its stream serves it
 
 
 class SessionStore(Protocol):
@@ -93,7 +98,8 @@ class SessionStore(Protocol):
         """End the session in every process."""
 
     def relay(self, session_id: str, event: dict[str, Any]) -> None:
-        """Pass `{"answer": response}` or `{"cancel": request_id}` to the other processes (bounded, in order)."""
+        """Pass `{"answer": response}`, `{"cancel": request_id}` or `{"post": message, ...}` (for an HTTP+SSE
+        session) to the other processes (bounded, in order)."""
 
     def attach(self, sessions: Sessions) -> None:
         """Tell `sessions` what other processes do to the sessions it holds, as long as it lives."""
@@ -106,6 +112,13 @@ class SessionStore(Protocol):
 
     async def next_events(self, session_id: str, cursor: str) -> tuple[list[StoredEvent], str]:
         """The events kept after `cursor` (waiting a second at most for one), and the cursor after them."""
+
+
+class Inbox(Protocol):
+    """Where the messages of an HTTP+SSE session are taken: on the process holding its stream."""
+
+    def relayed(self, event: dict[str, Any]) -> None:
+        """Take a message another process relayed (`Sessions.heard`)."""
 
 
 class SessionsFull(McpError):
@@ -145,6 +158,7 @@ class Session:
         # Where the session's own messages go (a cancelled call's writer sends nothing more);
         # None: the asking call's writer.
         self.outbox = outbox
+        self.inbox: Inbox | None = None  # an HTTP+SSE session's (the deprecated 2024-11-05 transport)
         self.version: str | None = None  # set by a successful initialize
         self.client_info: dict[str, Any] = {}
         self.capabilities: dict[str, Any] = {}
@@ -257,8 +271,9 @@ class Session:
 
     def follow(self, record: SessionRecord) -> None:
         """Take the record's changeable state (another process may have changed it), unless it is older
-        than what this copy reflects (read before a change told since)."""
-        if record.revision < self.revision:
+        than what this copy reflects (read before a change told since), or it is an HTTP+SSE session's
+        (which holds none)."""
+        if record.revision < self.revision or record.sse:
             return
         self.revision = record.revision
         self.initialized, self.log_level = record.initialized, record.log_level
@@ -522,12 +537,16 @@ class Sessions:
         return [session for session in self._live.values() if session.calls or session.streaming]
 
     def heard(self, session_id: str, event: dict[str, Any]) -> None:
-        """Another process ended a session, changed its record, or relayed a response or cancellation."""
+        """Another process ended a session, changed its record, or relayed a response, a cancellation or
+        (for an HTTP+SSE session held here) a message POSTed there."""
         session = self._live.get(session_id)
         if session is None:
             return
         if event.get("end"):
             self.end(session)
+        elif "post" in event:
+            if session.inbox is not None:
+                session.inbox.relayed(event)
         elif "answer" in event:
             if isinstance(event["answer"], dict):
                 session.take(event["answer"])

@@ -34,6 +34,8 @@ class HttpConfig:
     session_idle_timeout: float = defaults.HTTP_SESSION_IDLE_TIMEOUT
     health_path: str | None = defaults.HTTP_HEALTH_PATH  # None: no liveness probe
     ready_path: str | None = defaults.HTTP_READY_PATH  # None: no readiness probe
+    sse_path: str | None = defaults.HTTP_SSE_PATH  # the deprecated HTTP+SSE transport's stream (None or "": not served)
+    sse_message_path: str = defaults.HTTP_SSE_MESSAGE_PATH  # ... and where its messages are POSTed
     listen_fd: int | None = None  # an inherited listening socket (worker processes)
     metrics_host: str = "127.0.0.1"  # where `Server(metrics=True)` serves GET /metrics: its own listener,
     metrics_port: int | None = None  # never the public one (None: counted but not served)

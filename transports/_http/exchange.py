@@ -18,7 +18,8 @@ answer is complete: True when the connection may read the next request) and
 `_read_on` (read on after an answer that came later). What must wait on I/O
 before the request can go on (the token check, a shared session's record)
 pauses the exchange (`_pause`): a task does the I/O, then the request is
-served on from where it stopped.
+served on from where it stopped. A request on the paths of the deprecated
+HTTP+SSE transport goes to `legacysse.py` once its token is verified.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from mcpcore.auth import AccessToken, Auth, AuthFailure, VerifierUnavailable
 from mcpcore.routes import CustomRoute, HttpRequest
 
 from .._calls import CallRunner, Malformed, cancelled_request, read_message
+from . import legacysse
 from .cors import MAX_AGE, Cors
 from .resume import ResumableStream, StreamStore, kept_after, replay_kept
 from .rules import (
@@ -62,6 +64,7 @@ from .rules import (
     check_mcp_headers,
     check_origin_and_host,
     check_route_head,
+    check_sse_head,
     is_legacy,
     legacy_session,
     make_policy,
@@ -143,7 +146,9 @@ class Endpoint:
         self.metadata = None if auth is None else orjson.dumps(auth.metadata())  # RFC 9728, served as is
         self.metadata_paths = () if auth is None else auth.metadata_paths
         self.closing = False
-        taken = {config.path, config.health_path, config.ready_path, *self.metadata_paths} & set(server.custom_routes)
+        self.sse_paths = legacysse.paths(config)  # the deprecated HTTP+SSE transport's, () when it is off
+        taken = {config.path, config.health_path, config.ready_path, *self.metadata_paths, *self.sse_paths} & set(
+            server.custom_routes)
         if taken:
             raise ValueError(f"custom route {sorted(taken)[0]!r} is a path the HTTP transport serves itself")
 
@@ -201,6 +206,7 @@ class Exchange:
         self.endpoint = endpoint
         self.loop = asyncio.get_running_loop()
         self.peer = peer
+        self.root_path = ""  # the prefix the endpoint is mounted under (ASGI's root_path), for URLs it names
         self.policy = endpoint.policy
         self.gone = False
         self.call: Call | None = None  # the request being served (held or running)
@@ -212,6 +218,7 @@ class Exchange:
         self._method = ""
         self._target = ""
         self._custom: CustomRoute | None = None  # the custom route the current request is for
+        self._sse = False  # the current request is for the HTTP+SSE transport (legacysse.py)
         self._headers: dict[str, str] = {}
         self._repeated = _NONE_REPEATED
         self._body = bytearray()  # one buffer: a body in tiny chunks must not cost an object per chunk
@@ -290,13 +297,15 @@ class Exchange:
         if self._fixed is not None:
             return True
         self._custom = route = self._custom_route(path)
-        if route is None:
-            if method == "OPTIONS" and cors is not None and self._cors is not None:
-                refusal = self._preflight(cors)
-            else:
-                refusal = check_head(self.policy, method, target, self._headers)
-        else:
+        self._sse = path in self.endpoint.sse_paths
+        if route is not None:
             refusal = check_route_head(self.policy, method, route, self._headers)
+        elif self._sse:
+            refusal = check_sse_head(self.policy, method, path == self.endpoint.config.sse_path, self._headers)
+        elif method == "OPTIONS" and cors is not None and self._cors is not None:
+            refusal = self._preflight(cors)
+        else:
+            refusal = check_head(self.policy, method, target, self._headers)
         if refusal is not None and (refusal.status == 413 or self._expects_continue):
             self._refuse_now(refusal)  # do not read a body we refuse
             return False
@@ -376,6 +385,8 @@ class Exchange:
                 return False
         if custom is not None:
             return self._serve_route(custom)
+        if self._sse:
+            return legacysse.serve(self)
         if self._method != "POST":
             return self._session_request(self._method)
         session_id = self._headers.get("mcp-session-id")
@@ -641,7 +652,7 @@ class Exchange:
 
         async def read() -> None:
             record = await sessions.store.load(session_id, sessions.idle_timeout)  # type: ignore[union-attr]
-            if sessions.follow(session_id, record) is None and record is not None:
+            if sessions.follow(session_id, record) is None and record is not None and not record.sse:
                 sessions.adopt(self.endpoint.server.dispatcher.legacy.mirror(record, sessions))
 
         def read_on(_: None) -> bool:

@@ -1,8 +1,9 @@
 """The Streamable HTTP validation ladder, as pure functions (no I/O, no event loop).
 
 `check_head` runs the checks that need only the request line and headers (path,
-method, Origin, Host, Content-Type, Accept, declared length), and
-`check_route_head` those of a custom route (Origin, Host, its methods, length); `check_body`
+method, Origin, Host, Content-Type, Accept, declared length), `check_route_head`
+those of a custom route (Origin, Host, its methods, length), and `check_sse_head`
+those of the deprecated HTTP+SSE transport's two paths; `check_body`
 parses and classifies the body (`_calls.read_message` and `_calls.take_response`,
 shared with stdio); and
 `check_mcp_headers` compares the MCP request headers with the body, reading
@@ -20,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Mapping
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from mcpcore._runtime.defaults import HTTP_MAX_BODY_BYTES
 from mcpcore._runtime.session import Session, Sessions
@@ -196,6 +197,14 @@ def check_origin_and_host(policy: Policy, headers: Mapping[str, str]) -> Rejecti
     return None
 
 
+def _too_long(policy: Policy, headers: Mapping[str, str]) -> Rejection | None:
+    """413 when the request declares a body over the limit."""
+    length = headers.get("content-length")
+    if length is not None and _declares_more(length, policy.max_body_bytes):
+        return _reject(413, f"Body exceeds the limit of {policy.max_body_bytes} bytes")
+    return None
+
+
 def check_route_head(policy: Policy, method: str, route: CustomRoute, headers: Mapping[str, str]) -> Rejection | None:
     """A custom route's checks: Origin and Host, its methods, the declared length."""
     refused = check_origin_and_host(policy, headers)
@@ -203,10 +212,23 @@ def check_route_head(policy: Policy, method: str, route: CustomRoute, headers: M
         return refused
     if method not in route.methods:
         return _reject(405, f"Method {method} is not allowed on {route.path}", ("allow", ", ".join(route.methods)))
-    length = headers.get("content-length")
-    if length is not None and _declares_more(length, policy.max_body_bytes):
-        return _reject(413, f"Body exceeds the limit of {policy.max_body_bytes} bytes")
-    return None
+    return _too_long(policy, headers)
+
+
+def check_sse_head(policy: Policy, method: str, stream: bool, headers: Mapping[str, str]) -> Rejection | None:
+    """The HTTP+SSE transport's checks: GET on its stream path (`stream`), POST on its message path; then
+    Origin and Host, and for a message Content-Type and the declared length, as on the MCP endpoint. No
+    Accept: the answer is the stream, or 202 with no body."""
+    allowed = "GET" if stream else "POST"
+    if method != allowed:
+        why = "GET opens an HTTP+SSE session's stream" if stream else "POST each message of an HTTP+SSE session"
+        return _reject(405, f"Method {method} is not allowed here: {why}", ("allow", allowed))
+    refused = check_origin_and_host(policy, headers)
+    if refused is not None or stream:
+        return refused
+    if not _is_json(headers.get("content-type", "")):
+        return _reject(415, "Content-Type must be application/json")
+    return _too_long(policy, headers)
 
 
 def check_head(policy: Policy, method: str, target: str, headers: Mapping[str, str]) -> Rejection | None:
@@ -229,10 +251,7 @@ def check_head(policy: Policy, method: str, target: str, headers: Mapping[str, s
         return _reject(415, "Content-Type must be application/json")
     if not _accepts_both(headers.get("accept", "")):
         return _reject(406, "Accept must include application/json and text/event-stream")
-    length = headers.get("content-length")
-    if length is not None and _declares_more(length, policy.max_body_bytes):
-        return _reject(413, f"Body exceeds the limit of {policy.max_body_bytes} bytes")
-    return None
+    return _too_long(policy, headers)
 
 
 def check_body(body: bytes | bytearray, session: Session | None = None) -> Inbound | Rejection:
@@ -263,7 +282,7 @@ def legacy_session(
     headers: Mapping[str, str], sessions: Sessions, request_id: Any = None, principal: str | None = None
 ) -> Session | Rejection:
     """The live session a legacy message names (400 without `Mcp-Session-Id`; 404 once it ended,
-    or when another principal than the one that opened it asks)."""
+    when another principal than the one that opened it asks, or for an HTTP+SSE session's id)."""
     version = headers.get("mcp-protocol-version")
     if version in MODERN_VERSIONS:
         why = f"GET and DELETE serve 2025-era sessions; protocol {version} has none (POST each request instead)"
@@ -275,8 +294,31 @@ def legacy_session(
     if session_id is None:
         return Rejection(400, McpError(INVALID_REQUEST, "The Mcp-Session-Id header is required: open a session with initialize first"), request_id)
     session = sessions.get(session_id)
-    if session is None or session.principal != principal:
+    if session is None or session.principal != principal or session.inbox is not None:  # inbox: an HTTP+SSE one
         return Rejection(404, McpError(INVALID_REQUEST, "Session not found: it ended or expired; send initialize to open a new one"), request_id)
+    return session
+
+
+def sse_session_id(target: str) -> str | Rejection:
+    """The session an HTTP+SSE message URL names (`?session_id=`; 400 without one)."""
+    found = parse_qs(target.partition("?")[2]).get("session_id")
+    if not found:
+        why = "The session_id query parameter is required: POST to the URL the stream's endpoint event named"
+        return Rejection(400, McpError(INVALID_REQUEST, why))
+    return found[0]
+
+
+def sse_session_gone() -> Rejection:
+    """404 for an HTTP+SSE session that ended or expired, never existed, or belongs to another principal."""
+    why = "Session not found: it ended or expired; open a new stream with GET on the HTTP+SSE stream path"
+    return Rejection(404, McpError(INVALID_REQUEST, why))
+
+
+def sse_session(session_id: str, sessions: Sessions, principal: str | None) -> Session | Rejection:
+    """The live HTTP+SSE session a message names, held by this process (404 as `sse_session_gone` says)."""
+    session = sessions.get(session_id)
+    if session is None or session.principal != principal or session.inbox is None:
+        return sse_session_gone()
     return session
 
 

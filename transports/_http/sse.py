@@ -22,3 +22,8 @@ def sse_priming(event_id: str, retry_ms: int) -> bytes:
 def sse_comment(text: bytes = b"keep-alive") -> bytes:
     """A comment line; clients ignore it, proxies see traffic."""
     return b": " + text + b"\n\n"
+
+
+def sse_endpoint(uri: str) -> bytes:
+    """The first event of an HTTP+SSE (2024-11-05) stream: the URI the client POSTs its messages to."""
+    return b"event: endpoint\ndata: " + uri.encode() + b"\n\n"

@@ -162,10 +162,10 @@ class HttpWriter:
         self.state = after
         return before
 
-    async def open(self) -> None:
-        """Send the SSE headers now (a stream that may stay silent for a while)."""
+    async def open(self, first: bytes = b"") -> None:
+        """Send the SSE headers now (a stream that may stay silent for a while), and `first` (an event, framed)."""
         if self._advance(WriterEvent.OPEN) is not WriterState.ABORTED:
-            await self._write([self._stream_head()])
+            await self._write([self._stream_head(), h11.Data(data=first)] if first else [self._stream_head()])
 
     async def prime(self, event_id: str, retry_ms: int) -> None:
         """Open a resumable stream: the SSE headers and a priming event (an id, no data, `retry:`)."""
