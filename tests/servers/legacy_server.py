@@ -48,7 +48,7 @@ def build(**options: Any) -> Server:
         for step in (1, 2, 3):
             await ctx.progress(step, total=3)
             await ctx.info(f"step {step}")
-            await anyio.sleep(0.02)  # work between reports (the TS v1 client drops progress that trails the result)
+            await anyio.sleep(0.05)  # work between reports (the TS v1 client drops progress that trails the result)
         return f"done for {ctx.client_info.get('name') if ctx.client_info else None} on {ctx.protocol_version}"
 
     @server.tool
