@@ -440,3 +440,31 @@ async def test_a_page_in_chromium_calls_from_a_listed_origin_in_both_eras_and_an
             blocked = await dump_dom(browser, f"http://127.0.0.1:{unlisted}/page.html", tmp_path / "unlisted")
             assert blocked["error"] == "TypeError", blocked  # the browser refused to send it
             assert metrics.rejections[403] == refused_before + 1  # its preflight, refused by the server
+
+
+@pytest.mark.usefixtures("http_flavour")
+async def test_the_http_sse_transport_answers_a_listed_origin_too() -> None:
+    async with running(served(), cors_origins=(APP,)) as http:
+        async with HttpClient.connect(http) as opener, HttpClient.connect(http) as client:
+            with anyio.fail_after(LIMIT):
+                asked = await preflight(client, APP, "POST", "content-type", target="/messages?session_id=x")
+                assert asked.status == 204
+                allowed_to(APP, asked)
+                await opener.send_request("GET", "/sse", {"accept": "text/event-stream", "origin": APP})
+                head = await opener._next()
+                headers = {name.decode(): value.decode() for name, value in head.headers}
+                assert head.status_code == 200 and headers["access-control-allow-origin"] == APP
+                assert headers["access-control-expose-headers"] == EXPOSED
+                endpoint = b""
+                while b"\n\n" not in endpoint:
+                    endpoint += (await opener._next()).data
+                uri = endpoint.split(b"data: ", 1)[1].split(b"\n", 1)[0].decode()
+                await client.send_request("POST", uri, {**LEGACY, "origin": APP}, orjson.dumps(
+                    {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                     "params": {"protocolVersion": "2024-11-05", "capabilities": {}, "clientInfo": CLIENT}}))
+                taken = await client.read_reply()
+                assert taken.status == 202
+                allowed_to(APP, taken)
+                stranger = await preflight(client, STRANGER, "POST", "content-type", target="/messages?session_id=x")
+                assert stranger.status == 403
+                no_cors(stranger)

@@ -287,8 +287,9 @@ class Exchange:
         self._headers, head_size, self._repeated = header_map(raw_headers)
         self._body, self._body_size, self._body_chunks, self._refusal = bytearray(), 0, 0, None
         path = target.split("?", 1)[0]
-        cors = self.endpoint.cors
-        self._cors = None if cors is None or path != self.endpoint.config.path else cors.answer_headers(self._headers.get("origin"))
+        cors, endpoint = self.endpoint.cors, self.endpoint
+        served = path == endpoint.config.path or path in endpoint.sse_paths  # the MCP endpoint's paths
+        self._cors = cors.answer_headers(self._headers.get("origin")) if cors is not None and served else None
         limit = self.endpoint.config.max_header_bytes
         if head_size + len(target) > limit:
             self._refuse_now(Rejection(431, McpError(INVALID_REQUEST, f"Bad request: headers exceed the limit of {limit} bytes")))
@@ -300,10 +301,10 @@ class Exchange:
         self._sse = path in self.endpoint.sse_paths
         if route is not None:
             refusal = check_route_head(self.policy, method, route, self._headers)
-        elif self._sse:
-            refusal = check_sse_head(self.policy, method, path == self.endpoint.config.sse_path, self._headers)
         elif method == "OPTIONS" and cors is not None and self._cors is not None:
             refusal = self._preflight(cors)
+        elif self._sse:
+            refusal = check_sse_head(self.policy, method, path == self.endpoint.config.sse_path, self._headers)
         else:
             refusal = check_head(self.policy, method, target, self._headers)
         if refusal is not None and (refusal.status == 413 or self._expects_continue):
