@@ -66,7 +66,7 @@ def test_an_on_off_option_from_the_file_the_environment_or_the_line(
     (tmp_path / "server.py").write_text(SERVER)
     (tmp_path / "mcpcore.toml").write_text(f'target = "server.py"\ntransport = "http"\nport = {free_port()}\n'
                                            f'log_level = "info"\n{setting}')
-    assert "(stateless: 2025-era clients get no sessions)" in banner(tmp_path, *flag, env=env)
+    assert "(stateless: 2025-era clients get no sessions; no HTTP+SSE)" in banner(tmp_path, *flag, env=env)
     off = banner(tmp_path, env={"MCPCORE_STATELESS": "off"})
     assert "stateless" not in off
 

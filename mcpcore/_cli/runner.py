@@ -116,8 +116,7 @@ async def _serve(server: Server, transport: str, options: dict[str, Any]) -> Non
             async with anyio.create_task_group() as serving:
                 await serving.start(http.serve)
                 if http.config.listen_fd is None:
-                    log.info("serving %r at %s%s", server.name, http.url,
-                             " (stateless: 2025-era clients get no sessions)" if http.config.stateless else "")
+                    log.info("serving %r at %s%s", server.name, http.url, _shape(http.config))
                 if http.config.listen_fd is not None or SUPERVISOR_ENV in os.environ:  # stop with the supervisor
                     tasks.start_soon(_stop_when_orphaned, http.stop)
                 if not server.sealer.configured:  # said at start, while someone reads it
@@ -132,6 +131,20 @@ async def _serve(server: Server, transport: str, options: dict[str, Any]) -> Non
             tasks.start_soon(_stop_on_signals, session.stop, tasks.cancel_scope)
             await session.serve()
         tasks.cancel_scope.cancel()
+
+
+def _shape(config: Any) -> str:
+    """What the start-up line adds about how 2025-era and old clients are served (an `HttpConfig`)."""
+    notes = []
+    if config.stateless:
+        notes.append("stateless: 2025-era clients get no sessions")
+    if config.json_response:
+        notes.append("JSON-only answers")
+    if notes:
+        notes.append("no HTTP+SSE")
+    elif config.sse_path:
+        notes.append(f"HTTP+SSE clients at {config.sse_path}")
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def _open_standard_fds() -> None:
