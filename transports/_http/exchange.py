@@ -68,6 +68,7 @@ from .rules import (
     is_legacy,
     legacy_session,
     make_policy,
+    unsupported_legacy_version,
 )
 from .writer import HttpWriter, Timer, response_head
 
@@ -597,8 +598,7 @@ class Exchange:
         else:
             version = self._headers.get("mcp-protocol-version", "2025-03-26")
             if version not in LEGACY_VERSIONS:
-                why = f"Unsupported MCP-Protocol-Version {version!r}; use one of {', '.join(LEGACY_VERSIONS)}"
-                self._answer(Rejection(400, McpError(INVALID_REQUEST, why), message["id"]))
+                self._answer(unsupported_legacy_version(version, message["id"]))
                 return self._next_cycle()
         return self._in_session(Session.for_one_request(self._principal, version), kind, message)
 

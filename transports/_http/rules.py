@@ -278,6 +278,12 @@ def is_legacy(message: dict[str, Any], headers: Mapping[str, str]) -> bool:
     return message.get("method") == "initialize" or headers.get("mcp-protocol-version") not in MODERN_VERSIONS
 
 
+def unsupported_legacy_version(version: str, request_id: Any) -> Rejection:
+    """400 for an `MCP-Protocol-Version` no 2025-era session speaks."""
+    why = f"Unsupported MCP-Protocol-Version {version!r}; use one of {', '.join(LEGACY_VERSIONS)}"
+    return Rejection(400, McpError(INVALID_REQUEST, why), request_id)
+
+
 def legacy_session(
     headers: Mapping[str, str], sessions: Sessions, request_id: Any = None, principal: str | None = None
 ) -> Session | Rejection:
@@ -288,8 +294,7 @@ def legacy_session(
         why = f"GET and DELETE serve 2025-era sessions; protocol {version} has none (POST each request instead)"
         return Rejection(400, McpError(INVALID_REQUEST, why), request_id)
     if version is not None and version not in LEGACY_VERSIONS:
-        why = f"Unsupported MCP-Protocol-Version {version!r} for a session; use one of {', '.join(LEGACY_VERSIONS)}"
-        return Rejection(400, McpError(INVALID_REQUEST, why), request_id)
+        return unsupported_legacy_version(version, request_id)
     session_id = headers.get("mcp-session-id")
     if session_id is None:
         return Rejection(400, McpError(INVALID_REQUEST, "The Mcp-Session-Id header is required: open a session with initialize first"), request_id)
