@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import orjson
 
+from .._app.catalog import View
 from .._app.context import LOG_LEVELS, Context
 from .._app.resources import Resource, ResourceTemplate
 from .._runtime.call import Call, Writer
@@ -307,16 +308,24 @@ class Dispatcher:
         return self._discover
 
     async def _on_tools_list(self, route: Route, params: dict[str, Any], context: Context) -> bytes:
-        return self.server.tools.page(params.get("cursor"), self.server.result_meta, self._shown(context))
+        return self.server.tools.page(params.get("cursor"), self.server.result_meta, self._shown(context),
+                                      self._view(context))
 
     async def _on_resources_list(self, route: Route, params: dict[str, Any], context: Context) -> bytes:
-        return self.server.resources.page(params.get("cursor"), self.server.result_meta, self._shown(context))
+        return self.server.resources.page(params.get("cursor"), self.server.result_meta, self._shown(context),
+                                          self._view(context))
 
     async def _on_templates_list(self, route: Route, params: dict[str, Any], context: Context) -> bytes:
         return self.server.templates.page(params.get("cursor"), self.server.result_meta, self._shown(context))
 
     async def _on_prompts_list(self, route: Route, params: dict[str, Any], context: Context) -> bytes:
         return self.server.prompts.page(params.get("cursor"), self.server.result_meta, self._shown(context))
+
+    def _view(self, context: Context) -> View | None:
+        """How the lists appear to the caller: as registered (None), unless the server serves MCP Apps and
+        the caller did not declare them (`apps.py`)."""
+        apps = self.server.apps
+        return None if apps is None else apps.view(context)
 
     def _shown(self, context: Context) -> Callable[[Any], bool] | None:
         """Which items a list shows its caller: all (None), unless the server lists by scope
@@ -333,6 +342,8 @@ class Dispatcher:
         tool = route.target
         if tool is None:
             raise invalid_params(f"Unknown tool: {name!r}", {"name": name})
+        if self.server.apps is not None:
+            self.server.apps.may_call(tool, context)
         arguments = params.get("arguments")
         if arguments is None:
             arguments = {}

@@ -19,6 +19,7 @@ from .._app.tools import Tool
 from .._runtime.subscriptions import Bus, Subscriptions
 from .._wire.protocol import Route
 from .._wire.sealing import Sealer
+from ..apps import Apps
 from ..tasks import Tasks
 
 if TYPE_CHECKING:  # loaded only by a server that uses them
@@ -47,6 +48,7 @@ class App(ContextHost, Protocol):
     resources: Catalog[Resource]
     templates: Catalog[ResourceTemplate]
     prompts: Catalog[Prompt]
+    apps: Apps | None
 
     @property
     def tasks(self) -> Tasks: ...
