@@ -200,7 +200,7 @@ class Apps:
         return register
 
     def html(self, uri: str, text: str | bytes, **options: Any) -> None:
-        """Serve fixed HTML as the view at `uri` (options as for `resource`; `name` defaults to the URI)."""
+        """Serve fixed HTML as the view at `uri` (options as for `resource`; `name` defaults to the URI after `ui://`)."""
         if not isinstance(text, (str, bytes)):
             raise ValueError(f"UI resource {uri}: the HTML is str or bytes, not {type(text).__name__}")
         options.setdefault("name", uri[len(SCHEME):])
