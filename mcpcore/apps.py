@@ -201,6 +201,7 @@ class Apps:
 
     def html(self, uri: str, text: str | bytes, **options: Any) -> None:
         """Serve fixed HTML as the view at `uri` (options as for `resource`; `name` defaults to the URI after `ui://`)."""
+        _check_uri(uri, "apps.html")
         if not isinstance(text, (str, bytes)):
             raise ValueError(f"UI resource {uri}: the HTML is str or bytes, not {type(text).__name__}")
         options.setdefault("name", uri[len(SCHEME):])

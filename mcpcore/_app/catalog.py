@@ -164,7 +164,8 @@ class Catalog(Generic[T]):
         chunk = items[start : start + self.page_size]
         hints = [item.cache.over(self.defaults) for item in chunk]
         ttl = min((h.ttl_ms for h in hints if h.ttl_ms is not None), default=self.defaults.ttl_ms or 0)
-        result: dict[str, Any] = {"resultType": "complete", self.field: [view.describe(i) if view else i.describe() for i in chunk]}
+        described = [view.describe(i) for i in chunk] if view else [i.describe() for i in chunk]
+        result: dict[str, Any] = {"resultType": "complete", self.field: described}
         if start + self.page_size < len(items):
             result["nextCursor"] = encode_cursor(start + self.page_size)
         result.update(ttlMs=ttl, cacheScope=scope, _meta=result_meta)

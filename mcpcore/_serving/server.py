@@ -24,13 +24,13 @@ from .._runtime.threads import ThreadPool
 from .._wire.jsonrpc import META_SERVER_INFO
 from .._wire.protocol import Route
 from .._wire.sealing import DEFAULT_TTL_SECONDS, Sealer
-from ..apps import Apps
 from ..extensions import Extension
 from ..routes import CustomRoute, RouteFunction, custom_route
 from ..tasks import Tasks
 from .dispatch import Dispatcher
 
 if TYPE_CHECKING:  # imported only where used: a server without them does not load them
+    from ..apps import Apps
     from .._runtime.metrics import Metrics
     from .._runtime.session import SessionStore
     from ..auth import Auth

@@ -19,10 +19,10 @@ from .._app.tools import Tool
 from .._runtime.subscriptions import Bus, Subscriptions
 from .._wire.protocol import Route
 from .._wire.sealing import Sealer
-from ..apps import Apps
 from ..tasks import Tasks
 
 if TYPE_CHECKING:  # loaded only by a server that uses them
+    from ..apps import Apps
     from .._runtime.metrics import Metrics
     from ..auth import Auth
     from ..middleware import Middleware
