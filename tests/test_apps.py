@@ -1,5 +1,7 @@
 """MCP Apps (`io.modelcontextprotocol/ui`, SEP-1865): views served as `ui://` resources, tools naming them,
-and the lists a client sees by whether it declared the extension, on both eras and both transports."""
+and the lists a client sees by whether it declared the extension, on both eras and both transports; and the
+example's view in a real headless Chromium behind a minimal host page (skipped without a chromium binary,
+unless `MCPCORE_TEST_BROWSER=required`, as in CI: then it fails; see tests/test_cors.py)."""
 
 from __future__ import annotations
 
@@ -279,3 +281,113 @@ def test_mcpcore_run_says_which_view_is_missing_in_one_line(tmp_path: Path) -> N
     assert ("mcpcore: server 'broken' cannot serve: tool 'board' names the view ui://broken/board, but this server "
             "has no resource there") in done.stderr
     assert "Traceback" not in done.stderr
+
+
+# -- the example's view in a real browser --------------------------------------
+
+HOST = """<!doctype html>
+<html><head><meta charset="utf-8"><title>a minimal MCP Apps host</title></head><body><pre id="out">pending</pre><script>
+// What an MCP Apps host does, on the 2026-07-28 wire: find the tool's view, read it, call the tool, render the
+// view in an iframe, hand it the input and the result, and forward the tools/call requests the view sends.
+const META = {"io.modelcontextprotocol/protocolVersion": "%(version)s", "io.modelcontextprotocol/clientCapabilities":
+              {"extensions": {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}}};
+let nextId = 1;
+
+async function mcp(method, params, name) {
+  const headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                   "MCP-Protocol-Version": "%(version)s", "Mcp-Method": method};
+  if (name !== undefined) headers["Mcp-Name"] = name;
+  const message = {jsonrpc: "2.0", id: nextId++, method, params: {...params, _meta: META}};
+  const response = await fetch("/mcp", {method: "POST", headers, body: JSON.stringify(message)});
+  const text = await response.text();
+  const data = response.headers.get("content-type").startsWith("text/event-stream")
+    ? text.split("\\n").filter(line => line.startsWith("data:")).map(line => line.slice(5)).pop() : text;
+  const answer = JSON.parse(data);
+  if (answer.error) throw new Error(answer.error.message);
+  return answer.result;
+}
+
+async function until(found) {  // a bounded wait for the view to draw
+  for (let tries = 0; tries < 100; tries++) {
+    const value = found();
+    if (value) return value;
+    await new Promise(resolve => setTimeout(resolve, 50));
+  }
+  throw new Error("the view did not draw in time");
+}
+
+async function run() {
+  const out = {forwarded: []};
+  const tools = (await mcp("tools/list", {})).tools;
+  const uri = tools.find(tool => tool.name === "roll_dice")._meta.ui.resourceUri;
+  const view = (await mcp("resources/read", {uri}, uri)).contents[0];
+  out.mimeType = view.mimeType;
+  const args = {count: 3, sides: 6};
+  const result = await mcp("tools/call", {name: "roll_dice", arguments: args}, "roll_dice");
+  out.rolled = result.structuredContent;
+  const frame = document.createElement("iframe");
+  frame.sandbox = "allow-scripts allow-same-origin";  // same origin only so this test can read what it drew
+  let initialized;
+  const ready = new Promise(resolve => { initialized = resolve; });
+  window.addEventListener("message", async (event) => {
+    const message = event.data;
+    const reply = (result) => frame.contentWindow.postMessage({jsonrpc: "2.0", id: message.id, result}, "*");
+    if (message.method === "ui/initialize") {
+      reply({protocolVersion: "2026-01-26", hostCapabilities: {}, hostInfo: {name: "test-host", version: "1"},
+             hostContext: {}});
+    } else if (message.method === "ui/notifications/initialized") {
+      initialized();
+    } else if (message.method === "tools/call") {
+      out.forwarded.push(message.params.name);
+      reply(await mcp("tools/call", message.params, message.params.name));
+    }
+  });
+  frame.srcdoc = view.text;
+  document.body.appendChild(frame);
+  await ready;
+  const post = (method, params) => frame.contentWindow.postMessage({jsonrpc: "2.0", method, params}, "*");
+  post("ui/notifications/tool-input", {arguments: args});
+  post("ui/notifications/tool-result", result);
+  const page = frame.contentDocument;
+  const text = (id) => page.getElementById(id).textContent;
+  out.first = await until(() => text("total").startsWith("Total") && text("total"));
+  out.dice = [...page.querySelectorAll(".die")].map(die => Number(die.textContent));
+  page.getElementById("total").textContent = "";  // so the next drawing is seen even if it rolls the same
+  page.getElementById("again").click();  // the view calls roll_dice itself, through this host
+  out.second = await until(() => text("total"));
+  page.getElementById("show-history").click();  // and the tool only it may call
+  out.history = await until(() => text("history"));
+  return out;
+}
+
+function show(found) { document.getElementById("out").textContent = JSON.stringify(found); }
+run().then(show, error => show({error: error.name, message: error.message}));
+</script></body></html>"""
+
+
+@pytest.mark.usefixtures("http_flavour")
+async def test_the_example_view_draws_in_chromium_and_calls_the_server_through_its_host(tmp_path: Path) -> None:
+    """A real browser: a minimal host page, served by the server itself (one origin, no CORS), reads the view
+    the tool names, renders it in an iframe, hands it the result, and forwards the view's own calls."""
+    from http_client import running
+    from test_cors import chromium, dump_dom
+
+    from mcpcore.routes import HttpResponse
+
+    browser = chromium()
+    server = _fresh_example()
+
+    @server.custom_route("/host", public=True)
+    def host(request: Any) -> HttpResponse:
+        return HttpResponse(HOST % {"version": VERSION}, content_type="text/html; charset=utf-8")
+
+    async with running(server) as http:
+        got = await dump_dom(browser, f"http://127.0.0.1:{http.port}/host", tmp_path / "profile")
+    assert "error" not in got, got
+    assert got["mimeType"] == MIME_TYPE
+    rolled = got["rolled"]
+    assert got["dice"] == rolled["rolls"] and got["first"] == f"Total {rolled['total']} on 3d6"
+    assert got["second"].endswith(" on 3d6")  # the view rolled again with the same arguments
+    assert got["forwarded"] == ["roll_dice", "roll_history"]
+    totals = got["history"].removeprefix("Last totals: ").split(", ")
+    assert len(totals) == 2 and totals[0] == str(rolled["total"]) and got["second"] == f"Total {totals[1]} on 3d6"
