@@ -391,3 +391,18 @@ async def test_the_example_view_draws_in_chromium_and_calls_the_server_through_i
     assert got["forwarded"] == ["roll_dice", "roll_history"]
     totals = got["history"].removeprefix("Last totals: ").split(", ")
     assert len(totals) == 2 and totals[0] == str(rolled["total"]) and got["second"] == f"Total {totals[1]} on 3d6"
+
+
+async def test_a_stateless_server_sees_no_2025_declaration_after_initialize() -> None:
+    """Each 2025-era POST of a stateless server stands alone, with empty client capabilities: its clients are
+    served without views (docs/apps.md says so), while the 2026-07-28 wire declares on every request."""
+    from http_client import running
+
+    async with running(_fresh_example(), stateless=True) as http:
+        url = f"http://127.0.0.1:{http.port}/mcp"
+        async with Client.http(url, era=LEGACY_VERSIONS[0], extensions=DECLARED, strict=True) as client:
+            with anyio.fail_after(30):
+                assert [tool["name"] for tool in await client.list_tools()] == ["roll_dice"]
+        async with Client.http(url, extensions=DECLARED, strict=True) as client:
+            with anyio.fail_after(30):
+                assert sorted(tool["name"] for tool in await client.list_tools()) == ["roll_dice", "roll_history"]
