@@ -127,8 +127,11 @@ class AppResource(Resource):
         if any(param.required for param in self.info.params):
             raise ValueError(f"UI resource {uri}: {self.info.name}() takes no arguments (a Context at most)")
         self.ui = ui
-        if ui:
-            self._entry = {**self._entry, "_meta": {"ui": ui}}
+        listed = super().describe()
+        self._listing = {**listed, "_meta": {**listed.get("_meta", {}), "ui": ui}} if ui else listed
+
+    def describe(self) -> dict[str, Any]:
+        return self._listing
 
     def contents(self, uri: str, value: Any) -> list[dict[str, Any]]:
         if not isinstance(value, (str, bytes, bytearray)):
