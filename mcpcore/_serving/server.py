@@ -172,7 +172,8 @@ class Server:
         a worker thread: only for trivial, never-blocking functions), strict (True: no
         argument coercion for this tool; None: the server's `strict`), task ("optional" or
         "required": a client that declared the Tasks extension gets a task to poll;
-        default "forbidden"), task_after_input (gather MRTR input before becoming a task).
+        default "forbidden"), task_after_input (gather MRTR input before becoming a task),
+        icons (a list of `Icon`, shown beside the tool by clients that draw them).
         """
         if fn is None:
             return lambda f: self.tool(f, **options)
@@ -192,7 +193,7 @@ class Server:
         """Register a resource; a URI with `{...}` registers an RFC 6570 template.
 
         Options: name, title, description, mime_type, ttl_ms, cache_scope, scopes (OAuth
-        scopes a caller's token needs to read it, with `Server(auth=...)`).
+        scopes a caller's token needs to read it, with `Server(auth=...)`), icons (a list of `Icon`).
         """
 
         def register(fn: F) -> F:
@@ -223,7 +224,7 @@ class Server:
         """Register a prompt: `@server.prompt` or `@server.prompt(name=..., title=...)`.
 
         Options: name, title, description, ttl_ms, cache_scope, scopes (OAuth scopes a
-        caller's token needs to get it, with `Server(auth=...)`).
+        caller's token needs to get it, with `Server(auth=...)`), icons (a list of `Icon`).
         """
         if fn is None:
             return lambda f: self.prompt(f, **options)
