@@ -225,3 +225,22 @@ async def test_an_older_session_gets_no_icons(version: str) -> None:
                 listed = await client.post(legacy(method, number), session_headers(session_id, version), legacy=True)
                 items = listed.response["result"][field]
                 assert items and not any("icons" in item for item in items), method
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_the_official_python_client_reads_the_icons(mode: str) -> None:
+    """A real client (PyPI `mcp`, in the test extra) parses what is sent into its own `Icon` models."""
+    client_class = pytest.importorskip("mcp").Client
+    async with running(iconic(), via="h11") as http:
+        with anyio.fail_after(30):
+            async with client_class(http.url, mode=mode, read_timeout_seconds=30) as client:
+                assert client.protocol_version == (LEGACY if mode == "legacy" else MODERN)
+                tool = (await client.list_tools()).tools[0]
+                assert [(icon.src, icon.sizes) for icon in tool.icons] == [(DATA_PNG, ["1x1"])]
+                template = (await client.list_resource_templates()).resource_templates[0]
+                assert [icon.mime_type for icon in template.icons] == ["image/webp"]
+                prompt = (await client.list_prompts()).prompts[0]
+                assert [icon.src for icon in prompt.icons] == [PROMPT_ICON.src]
+                if mode == "legacy":  # this client keeps serverInfo only from initialize
+                    assert [icon.theme for icon in client.server_info.icons] == ["light"]

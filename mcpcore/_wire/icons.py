@@ -22,7 +22,7 @@ MAX_URL_LENGTH = 2048  # characters of an https: URL
 MAX_DATA_URI_LENGTH = 65536  # characters of a data: URI (about 48 KiB of image)
 THEMES = ("light", "dark")
 
-_MIME_TYPE = re.compile(r"image/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}")  # RFC 6838 names, images only
+_MIME_TYPE = re.compile(r"image/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}", re.IGNORECASE)  # RFC 6838 names, images only
 _SIZE = re.compile(r"[1-9][0-9]{0,4}x[1-9][0-9]{0,4}")  # WxH in pixels, as the schema's "48x48"
 _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 _WIRE_KEYS = frozenset({"src", "mimeType", "sizes", "theme"})
