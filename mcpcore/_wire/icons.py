@@ -5,7 +5,7 @@ The wire form is the schema's `Icon` (2025-11-25 and later; older revisions have
 icon that is not an `https:` URL or a `data:` URI (the specification's security
 considerations), so anything else is refused here, at registration, rather than
 sent to be dropped: `http:` too, even for localhost (a `data:` URI serves local work).
-Every field is bounded, so a list result stays small however many items carry icons.
+Every field is bounded (lengths, counts), so one item's icons are at most about 1 MiB.
 """
 
 from __future__ import annotations
