@@ -143,6 +143,8 @@ def test_the_guides_own_examples_answer_as_their_text_says() -> None:
                 {"item": "apple", "available": True}
             missing = await client.call_tool("stock", {"item": "kiwi"})
             assert missing.is_error and missing.text == "No item 'kiwi'; try one of ['apple', 'pear']"
+        async with Client(run_page(DOCS / "tools.md")["weather"], strict=True) as client:  # the icons section
+            assert [icon["theme"] for icon in (await client.list_tools())[0]["icons"]] == ["light", "dark"]
         async with Client(run_page(DOCS / "resources-and-prompts.md")["server"], strict=True) as client:
             assert (await client.read_resource("notes://note/2"))[0]["text"] == "Call Ada"
             with pytest.raises(McpError, match="must be int"):
