@@ -1,5 +1,9 @@
 """One command for the whole comparison: `python benchmarks/compare.py` → benchmarks/RESULTS.md and scale.svg.
 
+The chart is written beside the report; in the repository benchmarks/scale.svg is a link to
+docs/scale.svg, so the guide's performance page shows the same file. `--redraw` draws it
+again from the report's req/s table without measuring (after a change to svgchart.py).
+
 Creates virtual environments under benchmarks/.venvs for mcpcore (installed from
 this checkout, not editable), mcpcore with uvloop, the official SDK (mcp 2.3.0)
 and FastMCP 4.2.3. Servers run pinned to CPU 0 and are driven from CPU 1: over
