@@ -9,6 +9,7 @@ __version__ = "0.1.0"
 
 from ._app.content import Audio, EmbeddedResource, Image, ResourceLink, ToolResult
 from ._app.context import Context
+from ._app.depends import Depends
 from ._app.prompts import Message
 from ._app.typeschema import Field
 from ._runtime.call import Call, Writer
@@ -20,6 +21,7 @@ __all__ = [
     "Audio",
     "Call",
     "Context",
+    "Depends",
     "Elicit",
     "ElicitAnswer",
     "ElicitUrl",
