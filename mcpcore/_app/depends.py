@@ -88,12 +88,11 @@ def factory(fn: Callable[..., Any], chain: tuple[Callable[..., Any], ...]) -> Fa
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
             continue
         hint = hints.get(parameter.name, Any)
-        if takes_context(hint):
-            context_param = parameter.name
-            continue
         depends = marker(hint, parameter.default)
         if depends is not None:
             needs.append((parameter.name, factory(depends.factory, (*chain, fn))))
+        elif takes_context(hint):
+            context_param = parameter.name
         elif parameter.default is inspect.Parameter.empty:
             raise ValueError(
                 f"dependency {path}: parameter {parameter.name!r} needs a value; a factory takes only the "

@@ -76,12 +76,12 @@ class FunctionInfo:
             if parameter.kind is parameter.VAR_POSITIONAL:
                 continue
             hint = hints.get(parameter.name, Any)
-            if takes_context(hint):
-                self.context_param = parameter.name
-                continue
             depends = marker(hint, parameter.default)
             if depends is not None:
                 self.dependencies.append((parameter.name, factory(depends.factory, (fn,))))
+                continue
+            if takes_context(hint):
+                self.context_param = parameter.name
                 continue
             base, description = split_annotated(hint)
             description = description or documented.get(parameter.name)
