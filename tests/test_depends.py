@@ -192,6 +192,38 @@ async def test_a_cancelled_call_still_cleans_up_and_its_clean_up_may_await() -> 
     assert events == ["open", "closed"]
 
 
+async def test_a_cancelled_sync_tool_keeps_its_dependency_until_its_abandoned_thread_returns() -> None:
+    events: list[str] = []
+    entered, release, closed = anyio.Event(), threading.Event(), anyio.Event()
+    server = Server("deps")
+
+    async def connection() -> AsyncIterator[str]:
+        events.append("open")
+        try:
+            yield "conn"
+        finally:  # the call was cancelled: its CancelledError is raised at the yield
+            events.append("closed")
+            closed.set()
+
+    @server.tool
+    def blocks(ctx: Context, conn: str = Depends(connection)) -> str:
+        anyio.from_thread.run_sync(entered.set)
+        release.wait(LIMIT)
+        events.append(f"used {conn} after the cancel")
+        return conn
+
+    async with Client(server) as client:
+        with anyio.fail_after(LIMIT):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(client.call_tool, "blocks")
+                await entered.wait()
+                tasks.cancel_scope.cancel()
+            assert events == ["open"]  # the call is over, but its thread still holds the connection
+            release.set()
+            await closed.wait()
+    assert events == ["open", "used conn after the cancel", "closed"]
+
+
 async def test_dependencies_in_resources_templates_prompts_and_completions_are_hidden_from_their_arguments() -> None:
     calls: list[str] = []
 

@@ -11,8 +11,10 @@ ends, however it ends: the call's exception is raised at the `yield`.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
+import threading
 import typing
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -20,6 +22,7 @@ from typing import Any, Callable
 import anyio
 
 from .._runtime.defaults import DEPENDENCY_CLEANUP_TIMEOUT
+from .._runtime.threads import ThreadPool
 from .context import Context
 from .typeschema import split_annotated
 
@@ -104,12 +107,13 @@ def factory(fn: Callable[..., Any], chain: tuple[Callable[..., Any], ...]) -> Fa
 class Resolution:
     """One call's dependencies: the values made so far, and the generators whose clean-up is owed."""
 
-    __slots__ = ("_context", "_values", "_open")
+    __slots__ = ("_context", "_values", "_open", "_handed_over")
 
     def __init__(self, context: Context) -> None:
         self._context = context
         self._values: dict[Callable[..., Any], Any] = {}
         self._open: list[tuple[Factory, Any]] = []
+        self._handed_over = False  # the clean-up waits for a sync function its cancelled call left running
 
     async def value(self, node: Factory) -> Any:
         """`node`'s value for this call, made (with what it needs) the first time it is asked for."""
@@ -130,7 +134,54 @@ class Resolution:
         self._values[node.fn] = value
         return value
 
+    async def in_thread(self, threads: ThreadPool, fn: Callable[[], Any]) -> Any:
+        """`fn()` on the worker threads. A call cancelled while `fn` runs abandons its thread (threads.py),
+        and `fn` may still be using what was made: the clean-up is then handed to that thread, which
+        schedules it on the loop when `fn` returns. One cancelled before `fn` started never starts it."""
+        loop = asyncio.get_running_loop()
+        lock = threading.Lock()
+        state = "queued"  # then "running" and "done"; or "dropped" (never to run), or "abandoned" (running, its call gone)
+
+        def run() -> Any:
+            nonlocal state
+            with lock:
+                if state == "dropped":
+                    return None
+                state = "running"
+            try:
+                return fn()
+            finally:
+                with lock:
+                    abandoned, state = state == "abandoned", "done"
+                if abandoned:
+                    try:
+                        loop.call_soon_threadsafe(self._close_abandoned)
+                    except RuntimeError:  # the loop has closed: the server is gone
+                        log.warning("the event loop closed before a cancelled call's dependencies were cleaned up")
+
+        try:
+            return await threads.run(run)
+        except BaseException:
+            with lock:
+                if state == "running":
+                    state, self._handed_over = "abandoned", True
+                elif state == "queued":
+                    state = "dropped"
+            raise
+
+    def _close_abandoned(self) -> None:
+        """On the loop, once an abandoned sync function has returned: its call's clean-up, as a task of its own."""
+        task = asyncio.get_running_loop().create_task(self._close(asyncio.CancelledError()))
+        _CLOSING.add(task)
+        task.add_done_callback(_CLOSING.discard)
+
     async def close(self, error: BaseException | None) -> None:
+        """The call has ended: its clean-up now, or, when a sync function its cancellation abandoned is
+        still running, when that function returns (`in_thread`)."""
+        if not self._handed_over:
+            await self._close(error)
+
+    async def _close(self, error: BaseException | None) -> None:
         """Resume the generators after their `yield`, the last made first: with `error` raised there if
         the call failed. A clean-up's own failure fails a call that succeeded, and is logged beside the
         error of one that failed; the clean-up is shielded from the call's cancellation, for at most
@@ -170,6 +221,9 @@ async def _resume(node: Factory, generator: Any, error: BaseException | None) ->
     else:
         generator.close()
     raise RuntimeError(f"dependency {_name(node.fn)}() yielded more than once")
+
+
+_CLOSING: set[asyncio.Task[None]] = set()  # clean-ups left to run after their call (held, so none is collected mid-way)
 
 
 def _name(fn: Any) -> str:

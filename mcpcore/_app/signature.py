@@ -170,7 +170,12 @@ class FunctionInfo:
         try:
             for name, node in self.dependencies:
                 kwargs[name] = await resolution.value(node)
-            value = await FunctionInfo.start(self, kwargs, context)
+            if self.is_async or self.inline:
+                value = await FunctionInfo.start(self, kwargs, context)
+            else:  # in a worker thread, its clean-up waiting for it even if the call is cancelled
+                if self.context_param is not None:
+                    kwargs[self.context_param] = context
+                value = await resolution.in_thread(context.threads, functools.partial(self.fn, **kwargs))
         except BaseException as error:
             await resolution.close(error)
             raise
