@@ -1,7 +1,7 @@
 """mcpcore: an asyncio-native Model Context Protocol server runtime.
 
 The public API: `Server` and its decorators, the `Context` injected into
-tools, content helpers, `ToolError` for failures the model should read, and
+tools, `Depends` for values made per call, content helpers, `ToolError` for failures the model should read, and
 `McpError` (with `InvalidParams` and `ResourceNotFound`) for protocol-level failures.
 """
 
