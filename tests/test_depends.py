@@ -47,7 +47,8 @@ def with_db(events: list[str]) -> Any:
     return open_db
 
 
-async def test_a_tool_gets_its_dependency_per_call_and_the_client_never_sees_it() -> None:
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
+async def test_a_tool_gets_its_dependency_per_call_and_the_client_never_sees_it(era: str) -> None:
     events: list[str] = []
     server = Server("deps")
     open_db = with_db(events)
@@ -61,7 +62,7 @@ async def test_a_tool_gets_its_dependency_per_call_and_the_client_never_sees_it(
         assert threading.current_thread() is not threading.main_thread()  # the function ran in a worker thread
         return db.query(text)
 
-    async with Client(server) as client:
+    async with Client(server, era=era) as client:
         tools = {tool["name"]: tool for tool in await client.list_tools()}
         for name in ("lookup", "lookup_sync"):
             assert tools[name]["inputSchema"] == {
@@ -249,8 +250,8 @@ async def test_dependencies_in_resources_templates_prompts_and_completions_are_h
         return f"{user} goes to {city}"
 
     @server.completion(prompt="trip", argument="city")
-    async def complete_city(value: str, known: list[str] = Depends(cities)) -> list[str]:
-        return [city for city in known if city.startswith(value)]
+    async def complete_city(ctx: Context, value: str, known: list[str] = Depends(cities)) -> list[str]:
+        return [f"{city} ({ctx.principal})" for city in known if city.startswith(value)]
 
     async with Client(server, principal="ada") as client:
         assert (await client.read_resource("demo://who"))[0]["text"] == "hello ada"
@@ -260,7 +261,7 @@ async def test_dependencies_in_resources_templates_prompts_and_completions_are_h
         assert (await client.get_prompt("trip", {"city": "Oslo"}))["messages"][0]["content"]["text"] == "ada goes to Oslo"
         with pytest.raises(InvalidParams, match="has no argument 'user'"):
             await client.get_prompt("trip", {"city": "Oslo", "user": "mallory"})
-        assert await client.complete({"type": "ref/prompt", "name": "trip"}, "city", "Pr") == ["Prague"]
+        assert await client.complete({"type": "ref/prompt", "name": "trip"}, "city", "Pr") == ["Prague (ada)"]
     assert calls == ["made"] * 3
 
 
