@@ -205,6 +205,7 @@ def test_the_public_api_is_pinned() -> None:
         "Audio",
         "Call",
         "Context",
+        "Depends",
         "Elicit",
         "ElicitAnswer",
         "ElicitUrl",

@@ -373,7 +373,7 @@ class Dispatcher:
                 return server.prompts.get(target) is not None
             return server.templates.get(target) is not None or server.resources.get(target) is not None
 
-        return await server.completions.complete(params, known)
+        return await server.completions.complete(params, known, context)
 
     async def _on_listen(self, route: Route, params: dict[str, Any], context: Context) -> dict[str, Any]:
         server = self.server
