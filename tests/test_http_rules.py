@@ -573,7 +573,10 @@ async def test_missing_meta_fields_are_32602(server, missing: str) -> None:
     async with running(server) as http, HttpClient.connect(http) as client:
         with anyio.fail_after(LIMIT):
             reply = await client.post(message, mcp_headers(message))
-        error_of(reply, 400, -32602, 101)
+        error = error_of(reply, 400, -32602, 101)
+    lacking = "params._meta is missing" if missing == "_meta" else f"params._meta is missing {missing!r}"
+    assert error["message"] == (f"{lacking}: every request carries 'io.modelcontextprotocol/protocolVersion' and "
+                                "'io.modelcontextprotocol/clientCapabilities' in it")
 
 
 async def test_missing_client_capability_is_32021_with_required_capabilities(server) -> None:

@@ -55,11 +55,9 @@ _MODERN_ONLY_METHODS = frozenset({"server/discover", "subscriptions/listen"})
 
 
 def _missing_meta(field: str) -> McpError:
-    return invalid_params(
-        f"params._meta is missing {field!r}: every request carries "
-        f"{META_VERSION!r} and {META_CAPABILITIES!r}",
-        {"field": field},
-    )
+    """-32602 for a request without `_meta`, or whose `_meta` lacks `field`."""
+    what = "params._meta is missing" if field == "_meta" else f"params._meta is missing {field!r}"
+    return invalid_params(f"{what}: every request carries {META_VERSION!r} and {META_CAPABILITIES!r} in it", {"field": field})
 
 
 def request_meta(params: dict[str, Any]) -> dict[str, Any]:
