@@ -186,8 +186,11 @@ def test_the_guides_own_examples_answer_as_their_text_says() -> None:
             with pytest.raises(McpError, match="must be int"):
                 await client.read_resource("notes://note/two")
             assert len((await client.get_prompt("summarize", {"number": "1"}))["messages"]) == 2
-            assert await client.complete({"type": "ref/prompt", "name": "summarize"}, "number", "2") == ["2"]
-            assert await client.complete({"type": "ref/resource", "uri": "notes://note/{number}"}, "number", "") == ["1", "2"]
+            with pytest.raises(McpError, match="^Invalid arguments for prompt 'summarize': number: expected integer"):
+                await client.get_prompt("summarize", {"number": "one"})
+            assert await client.complete(prompt="summarize", argument="number", value="2") == ["2"]
+            assert await client.complete(resource="notes://note/{number}", argument="number", value="") == ["1", "2"]
+            assert await client.complete({"type": "ref/prompt", "name": "summarize"}, "number", "1") == ["1"]
 
     anyio.run(check)
 
