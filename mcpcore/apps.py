@@ -180,24 +180,22 @@ class Apps:
 
     # -- registration -----------------------------------------------------
 
-    def resource(self, uri: str, *, name: str | None = None, title: str | None = None, description: str | None = None,
-                 csp: Mapping[str, Iterable[str]] | None = None, permissions: Iterable[str] = (),
+    def resource(self, uri: str, *, csp: Mapping[str, Iterable[str]] | None = None, permissions: Iterable[str] = (),
                  domain: str | None = None, prefers_border: bool | None = None, ttl_ms: int | None = None,
-                 cache_scope: str | None = None, scopes: Sequence[str] = ()) -> Callable[[F], F]:
+                 cache_scope: str | None = None, **options: Any) -> Callable[[F], F]:
         """Serve a function's HTML (str or bytes; it may take a Context) as the view at `uri` (`ui://...`).
 
         `csp`: the origins the view reaches, by `connectDomains`, `resourceDomains`, `frameDomains`,
         `baseUriDomains` (none: the host's restrictive default); `permissions`: any of camera, microphone,
         geolocation, clipboardWrite; `domain`: a dedicated origin, in the host's format; `prefers_border`:
-        whether the host draws a border. The rest as for `server.resource`."""
+        whether the host draws a border. Other options as for `server.resource` (name, title, description, ...)."""
         _check_uri(uri, "apps.resource")
         ui = _resource_meta(csp, permissions, domain, prefers_border, uri)
 
         def register(fn: F) -> F:
             if self.server.resources.get(uri) is not None:
                 raise ValueError(f"UI resource {uri} is already served")
-            self.server.resources.add(AppResource(fn, uri, ui=ui, name=name, title=title, description=description,
-                                                  cache=CacheHints(ttl_ms, cache_scope), scopes=scopes))
+            self.server.resources.add(AppResource(fn, uri, ui=ui, cache=CacheHints(ttl_ms, cache_scope), **options))
             return fn
 
         return register
