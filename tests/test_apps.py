@@ -406,3 +406,17 @@ async def test_a_stateless_server_sees_no_2025_declaration_after_initialize() ->
         async with Client.http(url, extensions=DECLARED, strict=True) as client:
             with anyio.fail_after(30):
                 assert sorted(tool["name"] for tool in await client.list_tools()) == ["roll_dice", "roll_history"]
+
+
+async def test_a_view_takes_the_other_resource_options() -> None:
+    from mcpcore import Icon
+
+    server = Server("iconic")
+    apps = Apps(server)
+    apps.html("ui://iconic/view", PAGE, title="The view", icons=[Icon("https://example.com/view.png", "image/png")],
+              ttl_ms=60_000)
+    async with Client(server, extensions=DECLARED, strict=True) as client:
+        (listed,) = await client.list_resources()
+        assert listed["title"] == "The view" and listed["icons"] == [{"src": "https://example.com/view.png",
+                                                                      "mimeType": "image/png"}]
+        assert (await client.request("resources/read", {"uri": "ui://iconic/view"})).result["ttlMs"] == 60_000
