@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
 
 import orjson
 
+from .._app.catalog import View
 from .._app.context import LOG_LEVELS, Context
 from .._app.resources import Resource, ResourceTemplate
 from .._runtime.call import Call, Writer
@@ -309,16 +310,24 @@ class Dispatcher:
         return self._discover
 
     async def _on_tools_list(self, route: Route, params: dict[str, Any], context: Context) -> bytes:
-        return self.server.tools.page(params.get("cursor"), self.server.result_meta, self._shown(context))
+        return self.server.tools.page(params.get("cursor"), self.server.result_meta, self._shown(context),
+                                      self._view(context))
 
     async def _on_resources_list(self, route: Route, params: dict[str, Any], context: Context) -> bytes:
-        return self.server.resources.page(params.get("cursor"), self.server.result_meta, self._shown(context))
+        return self.server.resources.page(params.get("cursor"), self.server.result_meta, self._shown(context),
+                                          self._view(context))
 
     async def _on_templates_list(self, route: Route, params: dict[str, Any], context: Context) -> bytes:
         return self.server.templates.page(params.get("cursor"), self.server.result_meta, self._shown(context))
 
     async def _on_prompts_list(self, route: Route, params: dict[str, Any], context: Context) -> bytes:
         return self.server.prompts.page(params.get("cursor"), self.server.result_meta, self._shown(context))
+
+    def _view(self, context: Context) -> View | None:
+        """How the lists appear to the caller: as registered (None), unless the server serves MCP Apps and
+        the caller did not declare them (`apps.py`)."""
+        apps = self.server.apps
+        return None if apps is None else apps.view(context)
 
     def _shown(self, context: Context) -> Callable[[Any], bool] | None:
         """Which items a list shows its caller: all (None), unless the server lists by scope
@@ -332,8 +341,8 @@ class Dispatcher:
         """`; did you mean 'search'?` for a misspelt name: the closest name the caller may see, if one is close."""
         if len(name) > MAX_SUGGESTED_NAME:  # no name is that long: nothing to compare (and a bound on the work)
             return ""
-        shown = self._shown(context)
-        names = [item.key for item in items if shown is None or shown(item)]
+        shown, view = self._shown(context), self._view(context)
+        names = [item.key for item in items if (shown is None or shown(item)) and (view is None or view.shows(item))]
         close = difflib.get_close_matches(name, names, n=1)
         return f"; did you mean {close[0]!r}?" if close else ""
 
@@ -344,6 +353,8 @@ class Dispatcher:
         tool = route.target
         if tool is None:
             raise invalid_params(f"Unknown tool: {name!r}{self._suggestion(name, self.server.tools, context)}", {"name": name})
+        if self.server.apps is not None:
+            self.server.apps.may_call(tool, context)
         arguments = params.get("arguments")
         if arguments is None:
             arguments = {}

@@ -31,6 +31,7 @@ from ..tasks import Tasks
 from .dispatch import Dispatcher
 
 if TYPE_CHECKING:  # imported only where used: a server without them does not load them
+    from ..apps import Apps
     from .._runtime.metrics import Metrics
     from .._runtime.session import SessionStore
     from ..auth import Auth
@@ -117,6 +118,7 @@ class Server:
         self.extensions: dict[str, Extension] = {}  # by identifier (extensions.py)
         self.offers_resources = False  # True: resources are announced and served even while none is registered
         self._tasks: Tasks | None = None  # the Tasks extension, once a tool or the app asks for it
+        self.apps: Apps | None = None  # the MCP Apps extension, once `Apps(server)` declares it (apps.py)
         self.metrics: Metrics | None = None  # counted when on; the HTTP server serves /metrics
         if metrics:
             from .._runtime.metrics import Metrics
@@ -321,6 +323,12 @@ class Server:
 
     def has_prompts(self) -> bool:
         return len(self.prompts) > 0
+
+    def check(self) -> None:
+        """Raise ValueError naming what cannot be served as registered where registration could not tell,
+        decorators running in any order (a tool naming a view the server lacks): run at start-up."""
+        if self.apps is not None:
+            self.apps.check()
 
     def _changed(self, kind: str) -> None:
         self.dispatcher.forget_discover()

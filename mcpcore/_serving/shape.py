@@ -22,6 +22,7 @@ from .._wire.sealing import Sealer
 from ..tasks import Tasks
 
 if TYPE_CHECKING:  # loaded only by a server that uses them
+    from ..apps import Apps
     from .._runtime.metrics import Metrics
     from ..auth import Auth
     from ..middleware import Middleware
@@ -47,6 +48,7 @@ class App(ContextHost, Protocol):
     resources: Catalog[Resource]
     templates: Catalog[ResourceTemplate]
     prompts: Catalog[Prompt]
+    apps: Apps | None
 
     @property
     def tasks(self) -> Tasks: ...
