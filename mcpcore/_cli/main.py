@@ -26,7 +26,7 @@ from .._serving.server import Server
 from ..logs import DEFAULT_LEVEL, FORMATS, LEVELS
 from .clientconfig import CLIENTS
 from .failures import cannot_listen, in_user_code
-from .runner import TRANSPORTS, run, run_workers
+from .runner import TRANSPORTS, run, run_workers, shape
 
 DEFAULT_ATTRIBUTES = ("server", "mcp", "app")
 
@@ -335,8 +335,10 @@ def _command(args: argparse.Namespace, argv: list[str], runner: argparse.Argumen
             # connections over all of them: workers serve 2025-era clients stateless.
             worker_args.append("--stateless")
         try:
+            served = shape(not args.redis_url or bool(args.stateless), bool(args.json_response),
+                           d.HTTP_SSE_PATH if args.sse_path is None else args.sse_path, bool(args.redis_url))
             sys.exit(run_workers(worker_args, host, port, args.workers, path, args.log_level, tuple(args.allowed_hosts or ()),
-                                 args.log_format, shared=bool(args.redis_url)))
+                                 args.log_format, shared=bool(args.redis_url), served=served))
         except ValueError as error:
             sys.exit(f"mcpcore: {error}")
         except OSError as error:
