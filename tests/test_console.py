@@ -36,10 +36,10 @@ server = Server("holding")
 
 
 @server.tool
-async def hold(ctx: Context) -> str:
+async def hold(ctx: Context, seconds: float = 3600) -> str:
     await ctx.progress(0, total=1, message="started")
-    await anyio.sleep(3600)
-    return "held"
+    await anyio.sleep(seconds)
+    return f"held {seconds}"
 
 
 @server.tool
@@ -188,3 +188,34 @@ async def test_debug_logs_one_line_per_call(level: str, lines: int) -> None:
             said = b"".join([chunk async for chunk in client.process.stderr]).decode()
     calls = [line for line in said.splitlines() if line.startswith("mcpcore: tools/call echo by -: ok in ")]
     assert len(calls) == lines and all(line.endswith(" ms") for line in calls), said
+
+
+@pytest.mark.skipif(PORTABLE, reason="the portable paths refuse --workers")
+async def test_a_terminals_ctrl_c_drains_the_workers(tmp_path: Path) -> None:
+    target = tmp_path / "holding.py"
+    target.write_text(textwrap.dedent(HOLDING))
+    port = free_port()
+    process = await anyio.open_process([*MCPCORE, "run", str(target), "--transport", "http", "--port", str(port),
+                                        "--workers", "2"], cwd=ROOT, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        with anyio.fail_after(60):
+            await _stderr_until(process, "2 workers serving")
+            while True:  # the workers take a moment to start after the socket is bound
+                try:
+                    stream = await anyio.connect_tcp("127.0.0.1", port)
+                    events = SseStream(HttpClient(stream, f"127.0.0.1:{port}"), method="tools/call")
+                    await events.open(request("tools/call", 1, _meta=meta(progressToken="p"), name="hold",
+                                              arguments={"seconds": 1.5}))
+                    break
+                except (OSError, AssertionError):
+                    await anyio.sleep(0.1)
+            async with stream:
+                assert (await events.next() or {}).get("method") == "notifications/progress"
+                os.killpg(process.pid, signal.SIGINT)  # as a terminal does: to the whole foreground group
+                answer = await events.next()
+            assert answer is not None and answer["result"]["content"][0]["text"] == "held 1.5"  # drained, not cut
+            assert await process.wait() == 0
+    finally:
+        if process.returncode is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        await _stopped(process)
