@@ -9,6 +9,7 @@ avoids it. Anything else is not the user's doing and keeps its traceback.
 from __future__ import annotations
 
 import errno
+import functools
 import importlib.util
 import os
 import sysconfig
@@ -21,10 +22,15 @@ def _folders(*found: str | None) -> tuple[str, ...]:
     return tuple({os.path.join(os.path.realpath(folder), "") for folder in found if folder})
 
 
-_TRANSPORTS = importlib.util.find_spec("mcpcore.transports")  # a folder of its own in a source checkout
-_MCPCORE = _folders(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                    *(_TRANSPORTS.submodule_search_locations or ()) if _TRANSPORTS else ())
-_INSTALLED = _folders(*(sysconfig.get_paths().get(key) for key in ("stdlib", "platstdlib", "purelib", "platlib")))
+@functools.cache
+def _not_users() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """mcpcore's folders (`transports/` is one of its own in a source checkout), and the installed code's."""
+    transports = importlib.util.find_spec("mcpcore.transports")
+    ours = _folders(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                    *(transports.submodule_search_locations or ()) if transports else ())
+    paths = sysconfig.get_paths()
+    return ours, _folders(*(paths.get(key) for key in ("stdlib", "platstdlib", "purelib", "platlib")))
+
 
 _LISTEN_FIXES = {
     errno.EADDRINUSE: "address already in use (try --port 0)",
@@ -55,9 +61,10 @@ def in_user_code(error: BaseException) -> str:
     said = "".join(traceback.format_exception_only(type(error), error)).strip().splitlines()[-1]
     if isinstance(error, SyntaxError) and error.filename:
         return f"{said}\n  at {error.filename}:{error.lineno}: {(error.text or '').strip()}"
+    ours, installed = _not_users()
     frames = traceback.extract_tb(error.__traceback__)
-    outside_mcpcore = [f for f in frames if not f.filename.startswith("<") and not _within(f.filename, _MCPCORE)]
-    users = [f for f in outside_mcpcore if not _within(f.filename, _INSTALLED)] or outside_mcpcore
+    outside_mcpcore = [f for f in frames if not f.filename.startswith("<") and not _within(f.filename, ours)]
+    users = [f for f in outside_mcpcore if not _within(f.filename, installed)] or outside_mcpcore
     if not users:
         return said
     frame = users[-1]
