@@ -4,6 +4,7 @@ real signals."""
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -37,7 +38,8 @@ def taken_port() -> int:
         yield holder.getsockname()[1]
 
 
-@pytest.mark.parametrize("workers", [[], ["--workers", "2"]])
+@pytest.mark.parametrize("workers", [[], pytest.param(["--workers", "2"], marks=pytest.mark.skipif(
+    os.environ.get("MCPCORE_PORTABLE") == "1", reason="the portable paths refuse --workers"))])
 def test_a_port_in_use_is_one_line_with_the_fix(taken_port: int, workers: list[str]) -> None:
     failed = mcpcore("run", ECHO, "--transport", "http", "--port", str(taken_port), *workers)
     assert failed.returncode == 1
@@ -144,8 +146,6 @@ SLOW = """\
 
 async def _interrupted(command: list[str], marker: str, env: dict[str, str] | None = None) -> tuple[int, str]:
     """Run `command` until `marker` shows on stderr, send SIGINT, and return its exit status and stderr."""
-    import os
-
     process = await anyio.open_process(command, cwd=ROOT, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
     seen = b""
     try:
