@@ -13,6 +13,7 @@ from ._app.prompts import Message
 from ._app.typeschema import Field
 from ._runtime.call import Call, Writer
 from ._serving.server import Server
+from ._wire.icons import Icon
 from ._wire.inputs import Elicit, ElicitAnswer, ElicitUrl, InputRequired, ListRoots, Root, Sample, SampleAnswer
 from ._wire.jsonrpc import InvalidParams, McpError, ResourceNotFound, ToolError
 
@@ -25,6 +26,7 @@ __all__ = [
     "ElicitUrl",
     "EmbeddedResource",
     "Field",
+    "Icon",
     "Image",
     "InputRequired",
     "InvalidParams",

@@ -210,6 +210,7 @@ def test_the_public_api_is_pinned() -> None:
         "ElicitUrl",
         "EmbeddedResource",
         "Field",
+        "Icon",
         "Image",
         "InputRequired",
         "InvalidParams",

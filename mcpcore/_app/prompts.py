@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from .._wire.icons import Icon, icons_to_wire
 from .._wire.jsonrpc import invalid_params
 from .catalog import CacheHints
 from .content import to_content
@@ -59,6 +60,7 @@ class Prompt:
         description: str | None = None,
         cache: CacheHints | None = None,
         scopes: Sequence[str] = (),
+        icons: Sequence[Icon | dict[str, Any]] = (),
     ) -> None:
         self.info = FunctionInfo(fn)
         self.scopes = tuple(scopes)  # what a caller's token needs, on an authenticated transport
@@ -81,6 +83,8 @@ class Prompt:
             arguments.append(argument)
         if arguments:
             entry["arguments"] = arguments
+        if wire_icons := icons_to_wire(icons, f"prompt {self.key!r}"):
+            entry["icons"] = wire_icons
         self._entry = entry
 
     def describe(self) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from .._wire.jsonrpc import (
     INTERNAL_ERROR,
     META_CAPABILITIES,
     META_LOG_LEVEL,
+    META_SERVER_INFO,
     META_VERSION,
     METHOD_NOT_FOUND,
     MODERN_VERSIONS,
@@ -302,7 +303,8 @@ class Dispatcher:
             }
             if server.instructions:
                 result["instructions"] = server.instructions
-            result.update(ttlMs=server.cache.ttl_ms, cacheScope=server.cache.cache_scope, _meta=server.result_meta)
+            meta = {**server.result_meta, META_SERVER_INFO: server.server_info()}  # the server's icons are shown here
+            result.update(ttlMs=server.cache.ttl_ms, cacheScope=server.cache.cache_scope, _meta=meta)
             self._discover = orjson.dumps(result)
         return self._discover
 

@@ -21,6 +21,7 @@ from .._runtime.defaults import SUBSCRIPTION_MAX_URIS, SYNC_MAX_THREADS
 from .._runtime.lifespan import Lifespan
 from .._runtime.subscriptions import PROMPTS, RESOURCE, RESOURCES, TOOLS, Bus, Change, LocalBus, Subscriptions
 from .._runtime.threads import ThreadPool
+from .._wire.icons import Icon, icons_to_wire
 from .._wire.jsonrpc import META_SERVER_INFO
 from .._wire.protocol import Route
 from .._wire.sealing import DEFAULT_TTL_SECONDS, Sealer
@@ -85,6 +86,7 @@ class Server:
         mask_errors: bool = False,
         strict: bool = False,
         store: SharedState | None = None,
+        icons: Sequence[Icon | dict[str, Any]] = (),
     ) -> None:
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
@@ -93,6 +95,7 @@ class Server:
         self.name = name
         self.version = version
         self.instructions = instructions
+        self.icons = icons_to_wire(icons, f"server {name!r}")  # shown for the server: initialize, server/discover
         self.cache = CacheHints(ttl_ms, cache_scope)
         self.sealer = Sealer(state_keys, state_ttl_seconds)
         self.store = store  # state shared with other processes (redisstate.py): its bus and task store
@@ -169,7 +172,8 @@ class Server:
         a worker thread: only for trivial, never-blocking functions), strict (True: no
         argument coercion for this tool; None: the server's `strict`), task ("optional" or
         "required": a client that declared the Tasks extension gets a task to poll;
-        default "forbidden"), task_after_input (gather MRTR input before becoming a task).
+        default "forbidden"), task_after_input (gather MRTR input before becoming a task),
+        icons (a list of `Icon`, shown beside the tool by clients that draw them).
         """
         if fn is None:
             return lambda f: self.tool(f, **options)
@@ -189,7 +193,7 @@ class Server:
         """Register a resource; a URI with `{...}` registers an RFC 6570 template.
 
         Options: name, title, description, mime_type, ttl_ms, cache_scope, scopes (OAuth
-        scopes a caller's token needs to read it, with `Server(auth=...)`).
+        scopes a caller's token needs to read it, with `Server(auth=...)`), icons (a list of `Icon`).
         """
 
         def register(fn: F) -> F:
@@ -220,7 +224,7 @@ class Server:
         """Register a prompt: `@server.prompt` or `@server.prompt(name=..., title=...)`.
 
         Options: name, title, description, ttl_ms, cache_scope, scopes (OAuth scopes a
-        caller's token needs to get it, with `Server(auth=...)`).
+        caller's token needs to get it, with `Server(auth=...)`), icons (a list of `Icon`).
         """
         if fn is None:
             return lambda f: self.prompt(f, **options)
@@ -283,6 +287,14 @@ class Server:
         await self.dispatcher.handle(call, writer)
 
     # -- what is offered --------------------------------------------------
+
+    def server_info(self, icons: bool = True) -> dict[str, Any]:
+        """The server's `Implementation` (`initialize`'s serverInfo, `server/discover`'s serverInfo stamp);
+        `icons=False` for a revision without them. Other results carry only name and version."""
+        info: dict[str, Any] = {"name": self.name, "version": self.version}
+        if icons and self.icons:
+            info["icons"] = self.icons
+        return info
 
     def has_tools(self) -> bool:
         return len(self.tools) > 0

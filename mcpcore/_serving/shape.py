@@ -65,6 +65,8 @@ class App(ContextHost, Protocol):
 
     def capabilities(self, extensions: bool = True) -> dict[str, Any]: ...
 
+    def server_info(self, icons: bool = True) -> dict[str, Any]: ...
+
 
 class Methods(Protocol):
     """What the 2025-era wire borrows from the modern dispatcher (`Dispatcher` is one)."""
