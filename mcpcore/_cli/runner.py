@@ -129,11 +129,11 @@ async def _serve(server: Server, transport: str, options: dict[str, Any]) -> Non
             async with anyio.create_task_group() as serving:
                 await serving.start(http.serve)
                 one_of_several = config.listen_fd is not None or SUPERVISOR_ENV in os.environ
-                if not one_of_several:
+                if one_of_several:  # stop with the supervisor (which says where they serve)
+                    tasks.start_soon(_stop_when_orphaned, http.stop)
+                else:
                     log.info("serving %r at %s%s", server.name, http.url,
                              shape(config.stateless, config.json_response, config.sse_path, http.sessions.store is not None))
-                if one_of_several:  # stop with the supervisor
-                    tasks.start_soon(_stop_when_orphaned, http.stop)
                 if not server.sealer.configured:  # said at start, while someone reads it
                     # It matters where several processes serve one server; one process alone loses nothing.
                     log.log(logging.WARNING if one_of_several else logging.INFO,
