@@ -128,15 +128,15 @@ async def _serve(server: Server, transport: str, options: dict[str, Any]) -> Non
             tasks.start_soon(_stop_on_signals, http.stop, tasks.cancel_scope, http.runner, config.grace_period)
             async with anyio.create_task_group() as serving:
                 await serving.start(http.serve)
-                one_of_several = config.listen_fd is not None or SUPERVISOR_ENV in os.environ
-                if one_of_several:  # stop with the supervisor (which says where they serve)
-                    tasks.start_soon(_stop_when_orphaned, http.stop)
-                else:
+                a_worker = config.listen_fd is not None  # one of several; its supervisor says where they serve
+                if not a_worker:
                     log.info("serving %r at %s%s", server.name, http.url,
                              shape(config.stateless, config.json_response, config.sse_path, http.sessions.store is not None))
+                if a_worker or SUPERVISOR_ENV in os.environ:  # stop with the supervisor
+                    tasks.start_soon(_stop_when_orphaned, http.stop)
                 if not server.sealer.configured:  # said at start, while someone reads it
                     # It matters where several processes serve one server; one process alone loses nothing.
-                    log.log(logging.WARNING if one_of_several else logging.INFO,
+                    log.log(logging.WARNING if a_worker else logging.INFO,
                             "requestState is sealed with a random per-process key; set MCPCORE_STATE_KEYS "
                             "(or Server(state_keys=...)) so that several server processes accept each other's state")
         else:
