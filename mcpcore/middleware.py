@@ -34,8 +34,8 @@ def chain(middleware: tuple[Middleware, ...], last: Next) -> Next:
     return handler
 
 
-def access_log(logger: logging.Logger | None = None) -> Middleware:
-    """One log record per call: method, tool, principal, outcome and duration (the `mcpcore.access` logger)."""
+def access_log(logger: logging.Logger | None = None, level: int = logging.INFO) -> Middleware:
+    """One log record per call at `level`: method, tool, principal, outcome and duration (the `mcpcore.access` logger)."""
     log = logger or logging.getLogger("mcpcore.access")
 
     async def log_call(call: Call, call_next: Next) -> bytes:
@@ -53,8 +53,8 @@ def access_log(logger: logging.Logger | None = None) -> Middleware:
                 outcome = "cancelled"
             elapsed_ms = (time.perf_counter() - started) * 1000
             method = call.message.get("method")
-            log.info(
-                "%s %s by %s: %s in %.1f ms", method, call.tool or "-", call.principal or "-", outcome, elapsed_ms,
+            log.log(
+                level, "%s %s by %s: %s in %.1f ms", method, call.tool or "-", call.principal or "-", outcome, elapsed_ms,
                 extra={"request_id": call.message.get("id"), "method": method, "tool": call.tool,
                        "principal": call.principal, "outcome": outcome, "duration_ms": elapsed_ms},
             )

@@ -28,6 +28,15 @@ def test_inspect_lists_tools_with_their_arguments_resources_and_prompts() -> Non
     assert listed["tools"][0]["inputSchema"]["required"] == ["text"]
 
 
+def test_inspect_asks_only_for_the_lists_the_server_offers() -> None:
+    shown = mcpcore("inspect", ASK)  # tools and resources, no prompts
+    assert shown.returncode == 0, shown.stderr
+    assert "tools (2)" in shown.stdout and "resources (1)" in shown.stdout and "prompts" not in shown.stdout
+    listed = mcpcore("inspect", ASK, "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert sorted(orjson.loads(listed.stdout)) == ["resourceTemplates", "resources", "server", "tools"]
+
+
 def test_inspect_shows_choices_unions_and_lists_as_the_schema_gives_them() -> None:
     from mcpcore._cli.commands import _kind
 

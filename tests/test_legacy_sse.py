@@ -399,3 +399,30 @@ def test_the_transports_paths_must_be_paths_of_their_own() -> None:
     with pytest.raises(ValueError, match="'/sse'"):
         HttpServer(server, HttpConfig())
     HttpServer(server, HttpConfig(sse_path=None))  # switched off, the path is the route's
+
+
+@pytest.mark.parametrize("off", [{"sse_path": None}, {"sse_path": ""}])
+async def test_the_switched_off_transport_says_so_and_where_clients_go_instead(off: dict[str, Any]) -> None:
+    async with running(legacy_server.build(), **off) as http, HttpClient.connect(http) as client:
+        with anyio.fail_after(LIMIT):
+            await client.send_request("GET", "/sse", {"accept": "text/event-stream"})
+            for refused in (await client.read_reply(), await post(client, "/messages?session_id=x", legacy("ping", 1))):
+                assert refused.status == 404
+                assert refused.response["error"]["message"] == (
+                    "Not found: this server serves no HTTP+SSE (2024-11-05) transport (sse_path is off); "
+                    "use Streamable HTTP at /mcp (protocol 2025-03-26 and later)")
+
+
+@pytest.mark.parametrize(("config", "where"), [
+    ({}, "an HTTP+SSE (2024-11-05) client opens its stream with GET /sse"),
+    ({"sse_path": None}, "this server serves no HTTP+SSE (2024-11-05) transport"),
+])
+async def test_a_get_on_the_endpoint_without_a_session_says_what_is_served_where(config: dict[str, Any], where: str) -> None:
+    async with running(legacy_server.build(), **config) as http, HttpClient.connect(http) as client:
+        with anyio.fail_after(LIMIT):
+            await client.send_request("GET", "/mcp", {"accept": "text/event-stream"})  # as an HTTP+SSE client would
+            refused = await client.read_reply()
+    assert refused.status == 400
+    assert refused.response["error"]["message"] == (
+        "GET /mcp opens a 2025-era session's stream, so the Mcp-Session-Id header is required (send initialize first); "
+        f"2026-07-28 clients POST each request to /mcp; {where}")

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -246,7 +247,7 @@ async def test_a_loop_without_signal_handlers_gets_them_through_the_signal_modul
     stopped = anyio.Event()
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(_stop_on_signals, stopped.set, tasks.cancel_scope)
+            tasks.start_soon(_stop_on_signals, stopped.set, tasks.cancel_scope, SimpleNamespace(calls=()), 5.0)
             while signal.getsignal(signal.SIGTERM) is before:  # installed: sending it is safe now
                 await anyio.sleep(0.01)
             os.kill(os.getpid(), signal.SIGTERM)

@@ -55,18 +55,21 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def supervise(worker_args: Sequence[str], host: str, port: int, workers: int, path: str = "/mcp") -> int:
-    """Run `workers` children of `mcpcore <worker_args>` on one socket; return an exit status."""
+def supervise(worker_args: Sequence[str], host: str, port: int, workers: int, path: str = "/mcp", served: str = "") -> int:
+    """Run `workers` children of `mcpcore <worker_args>` on one socket; return an exit status.
+    `served`: added to the start-up line (what the workers serve, as the runner says it)."""
     sock = bind(host, port)
     env = dict(os.environ)
     env.setdefault(KEYS_ENV, secrets.token_urlsafe(32))  # one sealing key for the whole group
     env[SUPERVISOR_ENV] = str(os.getpid())  # a worker that outlives us notices, even if we died while it started
     command = [sys.executable, "-m", "mcpcore", *worker_args, "--listen-fd", str(sock.fileno())]
     shown = f"[{host}]" if ":" in host else host
-    log.info("%d workers serving at http://%s:%d%s", workers, shown, sock.getsockname()[1], path)
+    log.info("%d workers serving at http://%s:%d%s%s", workers, shown, sock.getsockname()[1], path, served)
 
     def start() -> subprocess.Popen[bytes]:
-        return subprocess.Popen(command, pass_fds=(sock.fileno(),), env=env)
+        # Out of the terminal's process group: Ctrl-C reaches us alone, and we pass it on as one SIGTERM
+        # (a worker that got both would take them as two signals and stop without its grace period).
+        return subprocess.Popen(command, pass_fds=(sock.fileno(),), env=env, start_new_session=True)
 
     children = [start() for _ in range(workers)]
     stopping = False

@@ -54,13 +54,18 @@ def _run(work: Callable[[], Any]) -> int:
 
 
 def inspect(server: Server, as_json: bool = False) -> int:
-    """Print the tools (with their schemas), resources, templates and prompts."""
+    """Print the tools (with their schemas), resources, templates and prompts: the lists its capabilities offer."""
 
     async def work() -> int:
         async with Client(server) as client:
-            found = {"server": {"name": server.name, "version": server.version}, "tools": await client.list_tools(),
-                     "resources": await client.list_resources(), "resourceTemplates": await client.list_resource_templates(),
-                     "prompts": await client.list_prompts()}
+            offered = (await client.discover()).get("capabilities", {})
+            found: dict[str, Any] = {"server": {"name": server.name, "version": server.version}}
+            lists = (("tools", "tools", client.list_tools), ("resources", "resources", client.list_resources),
+                     ("resourceTemplates", "resources", client.list_resource_templates),
+                     ("prompts", "prompts", client.list_prompts))
+            for kind, capability, listing in lists:
+                if capability in offered:  # a list the server does not offer is an error to ask for
+                    found[kind] = await listing()
         print(_pretty(found) if as_json else _listing(found))
         return 0
 
@@ -71,6 +76,8 @@ def _listing(found: dict[str, Any]) -> str:
     lines = [f"{found['server']['name']} {found['server']['version']}"]
     sections = (("tools", "name"), ("resources", "uri"), ("resourceTemplates", "uriTemplate"), ("prompts", "name"))
     for kind, key in sections:
+        if kind not in found:
+            continue
         lines += ["", f"{kind} ({len(found[kind])})"]
         for item in found[kind]:
             described = item.get("description", "").split("\n")[0]

@@ -14,9 +14,10 @@ import importlib.util
 import logging
 import os
 import sys
+import traceback
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
 from .. import __version__
 from .._runtime import defaults as d
@@ -24,7 +25,8 @@ from .._runtime.lifespan import StartupError
 from .._serving.server import Server
 from ..logs import DEFAULT_LEVEL, FORMATS, LEVELS
 from .clientconfig import CLIENTS
-from .runner import TRANSPORTS, run, run_workers
+from .failures import cannot_listen, in_user_code
+from .runner import TRANSPORTS, run, run_workers, shape
 
 DEFAULT_ATTRIBUTES = ("server", "mcp", "app")
 
@@ -172,6 +174,9 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     prompt.add_argument("target")
     prompt.add_argument("name")
     prompt.add_argument("arguments", nargs="*", metavar="key=value")
+    for inner in (inspect, call, read, prompt):
+        inner.add_argument("--log-level", choices=LEVELS, default="warning",
+                           help="least severe diagnostics written to stderr (warning); debug adds tracebacks")
     dev = commands.add_parser("dev", help="run, restarting when a source file changes (options as for run)")
     dev.add_argument("target")
     dev.add_argument("run_options", nargs=argparse.REMAINDER, help="any `mcpcore run` options")
@@ -260,7 +265,7 @@ def _share_state(server: Server, url: str) -> None:
 def _inner_loop(server: Server, args: argparse.Namespace) -> int:
     from . import commands  # loaded only for these commands
 
-    logging.basicConfig(level=logging.WARNING, format="mcpcore: %(message)s")
+    logging.basicConfig(level=args.log_level.upper(), format="mcpcore: %(message)s")
     try:
         if args.command == "inspect":
             return commands.inspect(server, args.json)
@@ -280,6 +285,31 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.command == "run":
         _settle(runner, args)
+    try:
+        _command(args, argv, runner)
+    except KeyboardInterrupt as interrupt:  # before serving, or in an inner-loop command: no traceback
+        _fail(args, "interrupted", interrupt, status=130)
+
+
+def _fail(args: argparse.Namespace, said: str, error: BaseException, status: int = 1) -> NoReturn:
+    """Exit with `mcpcore: said` on stderr; the traceback first only at --log-level debug."""
+    if getattr(args, "log_level", None) == "debug":
+        traceback.print_exception(type(error), error, error.__traceback__)
+    print(f"mcpcore: {said}", file=sys.stderr)
+    sys.exit(status)
+
+
+def _load(args: argparse.Namespace) -> Server:
+    """The TARGET's server; an error raised by the user's own code is said with its place in that code."""
+    try:
+        return load_target(args.target)
+    except TargetError as error:
+        _fail(args, f"cannot load {args.target!r}: {error}", error)
+    except Exception as error:
+        _fail(args, f"cannot load {args.target!r}: {in_user_code(error)}", error)
+
+
+def _command(args: argparse.Namespace, argv: list[str], runner: argparse.ArgumentParser) -> None:
     if args.command == "dev":  # the children load the target, each after a change
         from .reload import run as dev
 
@@ -288,10 +318,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         target, is_file = absolute_target(args.target)
         folder = Path(_split(target)[0]).parent if is_file else Path.cwd()
         sys.exit(dev(folder, [args.target, *args.run_options], stdio=watched.transport == "stdio"))
-    try:
-        server = load_target(args.target)
-    except TargetError as error:
-        sys.exit(f"mcpcore: cannot load {args.target!r}: {error}")
+    server = _load(args)
     if args.command == "config":
         from .clientconfig import configure
 
@@ -311,19 +338,23 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit("mcpcore: --workers needs a task store the workers share: this server's task tools keep "
                  "tasks in one process's memory, so a task made by one worker would be unknown to the others "
                  "(run one process, or set server.tasks.configure(store=...) to a shared TaskStore)")
+    host, path = args.host or d.HTTP_HOST, args.path or d.HTTP_PATH
+    port = d.HTTP_PORT if args.port is None else args.port  # 0: any free port
     if args.workers > 1:
         worker_args = _without_option(argv, "--workers")
         if not args.redis_url:
             # Without a shared store a 2025-era session would live in one process, and the kernel spreads
             # connections over all of them: workers serve 2025-era clients stateless.
             worker_args.append("--stateless")
-        host, path = args.host or d.HTTP_HOST, args.path or d.HTTP_PATH
-        port = d.HTTP_PORT if args.port is None else args.port  # 0: any free port
         try:
+            served = shape(not args.redis_url or bool(args.stateless), bool(args.json_response),
+                           d.HTTP_SSE_PATH if args.sse_path is None else args.sse_path, bool(args.redis_url))
             sys.exit(run_workers(worker_args, host, port, args.workers, path, args.log_level, tuple(args.allowed_hosts or ()),
-                                 args.log_format, shared=bool(args.redis_url)))
+                                 args.log_format, shared=bool(args.redis_url), served=served))
         except ValueError as error:
             sys.exit(f"mcpcore: {error}")
+        except OSError as error:
+            _cannot_listen(args, error, host, port)
     names = _HTTP_OPTIONS if args.transport == "http" else _STDIO_OPTIONS
     options = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
     for name in ("allowed_origins", "allowed_hosts", "cors_origins"):
@@ -336,3 +367,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     except StartupError as error:  # the app's own start-up failed: its traceback, then one line
         logging.getLogger("mcpcore").error("start-up failed", exc_info=error.__cause__)
         sys.exit(f"mcpcore: {error}")
+    except Exception as error:  # the listening socket refused, inside the task groups that started it
+        _cannot_listen(args, error, host, port)
+
+
+def _cannot_listen(args: argparse.Namespace, error: Exception, host: str, port: int) -> NoReturn:
+    """A refused bind said in one line with its fix; any other error raised again as it is."""
+    said = cannot_listen(error, host, port)
+    if said is None:
+        raise error
+    _fail(args, said, error)

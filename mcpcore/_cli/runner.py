@@ -83,15 +83,27 @@ def _signal_receiver(stack: ExitStack) -> AsyncIterator[int]:
     return stack.enter_context(_HandledSignals(signal.SIGINT, signal.SIGTERM))
 
 
-async def _stop_on_signals(stop: Callable[[], None], scope: anyio.CancelScope) -> None:
+async def _stop_on_signals(stop: Callable[[], None], scope: anyio.CancelScope, calls: Any, grace_period: float) -> None:
+    """The first signal stops gracefully (saying what it waits for), a second one cancels everything.
+    `calls`: the transport's `CallRunner`, whose calls are the ones waited for."""
     with ExitStack() as stack:
         first = True
-        async for _ in _signal_receiver(stack):
+        async for signum in _signal_receiver(stack):
             if first:
+                _say_stopping(len(calls.calls), grace_period, signum)
                 stop()
                 first = False
             else:
+                log.info("stopping at once: the calls still running are cancelled")
                 scope.cancel()
+
+
+def _say_stopping(in_flight: int, grace_period: float, signum: int) -> None:
+    if not in_flight:
+        return
+    again = "Ctrl-C again" if signum == signal.SIGINT else "a second SIGTERM"
+    log.info("stopping: waiting up to %g s for %d call%s in flight (%s stops at once)",
+             grace_period, in_flight, "" if in_flight == 1 else "s", again)
 
 
 async def _stop_when_orphaned(stop: Callable[[], None]) -> None:
@@ -112,39 +124,55 @@ async def _serve(server: Server, transport: str, options: dict[str, Any]) -> Non
     # entry then only counts (the start-up runs once).
     async with server.lifespan, anyio.create_task_group() as tasks:
         if transport == "http":
-            tasks.start_soon(_stop_on_signals, http.stop, tasks.cancel_scope)
+            config = http.config
+            tasks.start_soon(_stop_on_signals, http.stop, tasks.cancel_scope, http.runner, config.grace_period)
             async with anyio.create_task_group() as serving:
                 await serving.start(http.serve)
-                if http.config.listen_fd is None:
-                    log.info("serving %r at %s%s", server.name, http.url, _shape(http.config))
-                if http.config.listen_fd is not None or SUPERVISOR_ENV in os.environ:  # stop with the supervisor
+                a_worker = config.listen_fd is not None  # one of several; its supervisor says where they serve
+                if not a_worker:
+                    log.info("serving %r at %s%s", server.name, http.url,
+                             shape(config.stateless, config.json_response, config.sse_path, http.sessions.store is not None))
+                if a_worker or SUPERVISOR_ENV in os.environ:  # stop with the supervisor
                     tasks.start_soon(_stop_when_orphaned, http.stop)
                 if not server.sealer.configured:  # said at start, while someone reads it
-                    log.warning(
-                        "requestState is sealed with a random per-process key; set MCPCORE_STATE_KEYS "
-                        "(or Server(state_keys=...)) so that several server processes accept each other's state"
-                    )
+                    # It matters where several processes serve one server; one process alone loses nothing.
+                    log.log(logging.WARNING if a_worker else logging.INFO,
+                            "requestState is sealed with a random per-process key; set MCPCORE_STATE_KEYS "
+                            "(or Server(state_keys=...)) so that several server processes accept each other's state")
         else:
             from ..transports.stdio import open_stdio
 
+            on_a_terminal = _on_a_terminal()  # asked first: the transport takes fd 0 over
             session = open_stdio(server, **options)
-            tasks.start_soon(_stop_on_signals, session.stop, tasks.cancel_scope)
+            tasks.start_soon(_stop_on_signals, session.stop, tasks.cancel_scope, session.runner, session.grace_period)
+            if on_a_terminal:  # else a client launched us, and reads no banner
+                log.info("serving %r on stdio; Ctrl-D to stop", server.name)
             await session.serve()
         tasks.cancel_scope.cancel()
 
 
-def _shape(config: Any) -> str:
-    """What the start-up line adds about how 2025-era and old clients are served (an `HttpConfig`)."""
+def shape(stateless: bool, json_response: bool, sse_path: str | None, shared: bool = False) -> str:
+    """What the start-up line adds about how 2025-era and old (HTTP+SSE) clients are served;
+    `shared`: 2025-era sessions live in a store the server's processes share (`--redis`)."""
     notes = []
-    if config.stateless:
+    if stateless:
         notes.append("stateless: 2025-era clients get no sessions")
-    if config.json_response:
+    elif shared:
+        notes.append("2025-era sessions shared with the other processes")
+    if json_response:
         notes.append("JSON-only answers")
-    if notes:
+    if notes or not sse_path:
         notes.append("no HTTP+SSE")
-    elif config.sse_path:
-        notes.append(f"HTTP+SSE clients at {config.sse_path}")
-    return f" ({'; '.join(notes)})" if notes else ""
+    else:
+        notes.append(f"HTTP+SSE clients at {sse_path}")
+    return f" ({'; '.join(notes)})"
+
+
+def _on_a_terminal() -> bool:
+    try:
+        return os.isatty(0)
+    except OSError:
+        return False
 
 
 def _open_standard_fds() -> None:
@@ -174,6 +202,10 @@ def run(
     if transport not in TRANSPORTS:
         raise ValueError(f"unknown transport {transport!r}; choose one of {', '.join(TRANSPORTS)}")
     configure(log_level, log_format)
+    if log_level == "debug":  # one line per call; installed only here, so it costs nothing at other levels
+        from ..middleware import access_log
+
+        server.middleware = (access_log(level=logging.DEBUG), *server.middleware)
     _open_standard_fds()
     anyio.run(_serve, server, transport, options, backend_options={"use_uvloop": _has_uvloop()})
     # A cancelled sync tool may still occupy a worker thread; do not wait for it.
@@ -184,10 +216,11 @@ def run(
 
 def run_workers(
     worker_args: Sequence[str], host: str, port: int, workers: int, path: str, log_level: str, allowed_hosts: tuple[str, ...],
-    log_format: str = "text", shared: bool = False,
+    log_format: str = "text", shared: bool = False, served: str = "",
 ) -> int:
     """Supervise `workers` HTTP worker processes on one socket; return the exit status.
-    `shared`: the workers share state on Redis (`--redis`); without it, say what stays per worker."""
+    `shared`: the workers share state on Redis (`--redis`); without it, say what stays per worker.
+    `served`: what the start-up line adds about the clients served (`shape`)."""
     from ..transports._workers import supervise, unsupported
     from ..transports.http import public_bind_refusal
 
@@ -200,4 +233,4 @@ def run_workers(
         log.warning("each worker keeps its own state: 2025-era clients are served stateless (no sessions, so no "
                     "GET stream, resources/subscribe or server-to-client requests), and a subscriptions/listen stream "
                     "hears only the changes its worker announces; run with --redis URL to share them")
-    return supervise(worker_args, host, port, workers, path)
+    return supervise(worker_args, host, port, workers, path, served)

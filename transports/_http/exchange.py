@@ -68,6 +68,7 @@ from .rules import (
     is_legacy,
     legacy_session,
     make_policy,
+    sessionless_stream,
     unsupported_legacy_version,
 )
 from .writer import HttpWriter, Timer, response_head
@@ -307,7 +308,7 @@ class Exchange:
         elif self._sse:
             refusal = check_sse_head(self.policy, method, path == self.endpoint.config.sse_path, self._headers)
         else:
-            refusal = check_head(self.policy, method, target, self._headers)
+            refusal = legacysse.switched_off(self.endpoint.config, path) or check_head(self.policy, method, target, self._headers)
         if refusal is not None and (refusal.status == 413 or self._expects_continue):
             self._refuse_now(refusal)  # do not read a body we refuse
             return False
@@ -707,6 +708,8 @@ class Exchange:
             return self._sync(session_id, lambda: self._session_request(method))
         found = legacy_session(self._headers, sessions, principal=self._principal)
         if isinstance(found, Rejection):
+            if method == "GET" and session_id is None and self._headers.get("mcp-protocol-version") is None:
+                found = sessionless_stream(config.path, config.sse_path if self.endpoint.sse_paths else None)
             self._answer(found)
             return self._next_cycle()
         if method == "DELETE":

@@ -51,7 +51,7 @@ from typing import Any, Awaitable, Callable, Mapping, Protocol, cast
 from urllib.parse import quote
 
 from mcpcore._runtime.call import Call
-from mcpcore._runtime.defaults import HTTP_SSE_MAX_CALLS
+from mcpcore._runtime.defaults import HTTP_SSE_MAX_CALLS, HTTP_SSE_PATH
 from mcpcore._runtime.session import Session, SessionRecord, Sessions, SessionsFull, SessionStore, new_session_id
 from mcpcore._serving.server import Server
 from mcpcore._wire.jsonrpc import INVALID_REQUEST, NOTIFICATION, REQUEST, RESPONSE, McpError, encode_error
@@ -137,7 +137,19 @@ def _unserved(config: HttpConfig) -> Rejection:
     """404 where the server's switches leave no room for this transport, saying which."""
     why = ("runs stateless (--stateless), and an HTTP+SSE session lives in the process holding its stream"
            if config.stateless else "answers JSON only (--json-response), and HTTP+SSE answers on a stream")
-    return Rejection(404, McpError(INVALID_REQUEST, f"Not found: this server {why}; use Streamable HTTP at {config.path}"))
+    return _not_found(config, f"this server {why}")
+
+
+def switched_off(config: HttpConfig, path: str) -> Rejection | None:
+    """404 saying so for the transport's usual paths when it is switched off (`sse_path` ''); else None."""
+    if config.sse_path or path not in (HTTP_SSE_PATH, config.sse_message_path):
+        return None
+    return _not_found(config, "this server serves no HTTP+SSE (2024-11-05) transport (sse_path is off)")
+
+
+def _not_found(config: HttpConfig, why: str) -> Rejection:
+    served = f"use Streamable HTTP at {config.path} (protocol 2025-03-26 and later)"
+    return Rejection(404, McpError(INVALID_REQUEST, f"Not found: {why}; {served}"))
 
 
 def _refuse(exchange: ExchangeShape, rejection: Rejection) -> bool:

@@ -284,6 +284,16 @@ def unsupported_legacy_version(version: str, request_id: Any) -> Rejection:
     return Rejection(400, McpError(INVALID_REQUEST, why), request_id)
 
 
+def sessionless_stream(path: str, sse_path: str | None) -> Rejection:
+    """400 for a GET on the MCP endpoint that names no session (often an HTTP+SSE client given the wrong
+    URL): what the endpoint serves, and where that transport is, if anywhere."""
+    old = (f"an HTTP+SSE (2024-11-05) client opens its stream with GET {sse_path}" if sse_path
+           else "this server serves no HTTP+SSE (2024-11-05) transport")
+    why = (f"GET {path} opens a 2025-era session's stream, so the Mcp-Session-Id header is required (send initialize "
+           f"first); 2026-07-28 clients POST each request to {path}; {old}")
+    return Rejection(400, McpError(INVALID_REQUEST, why))
+
+
 def legacy_session(
     headers: Mapping[str, str], sessions: Sessions, request_id: Any = None, principal: str | None = None
 ) -> Session | Rejection:
