@@ -37,6 +37,7 @@ import orjson
 
 from ._app.signature import run_callback
 from ._runtime.call import Call
+from ._runtime.clientstate import Bucket
 from ._runtime.session import Session
 from ._serving.server import Server
 from ._wire.jsonrpc import (
@@ -104,6 +105,7 @@ class _Memory:
     def __init__(self, server: Server, principal: str | None, auth: Any) -> None:
         self.server, self.principal, self.auth = server, principal, auth
         self.session: Session | None = None  # the 2025-era session, from initialize on
+        self.client_state = Bucket()  # its state on the 2026-07-28 wire: one client, as over stdio
 
     async def open(self) -> None:
         await self.server.lifespan.__aenter__()
@@ -117,7 +119,8 @@ class _Memory:
         if legacy and message["method"] == "initialize":
             self.session = Session(None, self.principal)
         writer = _Recorder(heard, self.session)
-        await self.server.handle(Call(message, principal=self.principal, auth=self.auth, session=self.session), writer)
+        await self.server.handle(Call(message, principal=self.principal, auth=self.auth, session=self.session,
+                                              client_place=self.client_state), writer)
         return writer.response
 
     async def notify(self, message: dict[str, Any]) -> None:

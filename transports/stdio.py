@@ -27,6 +27,7 @@ from typing import Any, Callable
 import anyio
 
 from mcpcore._runtime.call import Call
+from mcpcore._runtime.clientstate import Bucket
 from mcpcore._runtime.defaults import (
     PORTABLE_ENV, STDIO_GRACE_PERIOD, STDIO_MAX_HELD, STDIO_MAX_IN_FLIGHT, STDIO_MAX_LINE_BYTES, portable_forced,
 )
@@ -209,6 +210,7 @@ class StdioSession:
         self.calls: dict[Any, Call] = {}  # by request id: running or held
         self.era: str | None = None  # fixed by the first request: "modern", or "legacy" after initialize
         self.session: Session | None = None  # the process's legacy session
+        self.client_state = Bucket()  # the one client's state on the 2026-07-28 wire (`ctx.client_state`)
         self._forwarder: asyncio.Task[None] | None = None  # list changes and updates to a legacy client
         self._parts: list[bytes] = []  # the current, still unterminated line
         self._corked: list[bytes] | None = None  # answers gathered while a chunk of several lines is served
@@ -456,7 +458,8 @@ class StdioSession:
         if refusal is not None:
             self._write_now(encode_error(request_id, refusal))
             return
-        call = self.calls[request_id] = Call(message, self.server.route(message), session=self.session)
+        call = self.calls[request_id] = Call(message, self.server.route(message), session=self.session,
+                                               client_place=self.client_state)
         self.runner.submit(call, _CallWriter(self, call), self._finished)
         if self.runner.held >= self.max_held and self._input is not None:
             self._input.pause_reading()  # enough read ahead: read again once the held calls start

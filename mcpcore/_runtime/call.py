@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Protocol
 if TYPE_CHECKING:
     from .._wire.protocol import Route
     from ..auth import AccessToken
+    from .clientstate import Place
 
 NO_HEADERS: Mapping[str, str] = MappingProxyType({})
 
@@ -35,6 +36,10 @@ class SessionTag(Protocol):
     """What a call shows of the 2025-era session it belongs to (`session.Session` is one)."""
 
     id: str | None  # None on stdio, where the process is the session
+    one_request: bool  # a stateless server's stand-in, living for one request
+
+    def client_place(self) -> Place:
+        """Where its per-client state lives (`ctx.client_state`)."""
 
 
 class Cancellable(Protocol):
@@ -52,6 +57,7 @@ class Call:
     principal: str | None = None  # the authenticated caller's subject; None without authentication
     auth: AccessToken | None = None  # the verified token it came with
     session: SessionTag | None = None  # the legacy (2025-era) session it belongs to; None on the modern wire
+    client_place: Place | None = None  # its client's state where the transport is the client (stdio's process)
     cancelled: bool = False  # set by `cancel()` only
     task: Cancellable | None = None  # what runs the call, set by the transport's runner
 
