@@ -12,14 +12,13 @@ from ._app.context import Context
 from ._app.prompts import Message
 from ._app.typeschema import Field
 from ._runtime.call import Call, Writer
-from ._runtime.clientstate import CLIENT_STATE_KEY_META, ClientState, ClientStateFull, ClientStateLimits
+from ._runtime.clientstate import ClientState, ClientStateFull, ClientStateLimits
 from ._serving.server import Server
 from ._wire.inputs import Elicit, ElicitAnswer, ElicitUrl, InputRequired, ListRoots, Root, Sample, SampleAnswer
 from ._wire.jsonrpc import InvalidParams, McpError, ResourceNotFound, ToolError
 
 __all__ = [
     "Audio",
-    "CLIENT_STATE_KEY_META",
     "Call",
     "ClientState",
     "ClientStateFull",
