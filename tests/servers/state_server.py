@@ -45,4 +45,10 @@ def build(name: str = "state", **options: Any) -> Server:
 server = build()
 tight = build("tight", client_state=ClientStateLimits(max_value_bytes=40, max_bytes=60, max_keys=2, max_clients=2,
                                                       ttl=1.0))
-guarded = build("guarded", auth=Auth(StaticTokens(TOKENS), "http://127.0.0.1/mcp", ("https://auth.example.com",)))
+
+
+def build_guarded() -> Server:
+    return build("guarded", auth=Auth(StaticTokens(TOKENS), "http://127.0.0.1/mcp", ("https://auth.example.com",)))
+
+
+guarded = build_guarded()
