@@ -118,9 +118,8 @@ class _Memory:
     async def exchange(self, message: dict[str, Any], heard: Heard, legacy: bool) -> dict[str, Any] | None:
         if legacy and message["method"] == "initialize":
             self.session = Session(None, self.principal)
-        writer = _Recorder(heard, self.session)
-        await self.server.handle(Call(message, principal=self.principal, auth=self.auth, session=self.session,
-                                              client_place=self.client_state), writer)
+        writer = _Recorder(heard, self.session, self.client_state)
+        await self.server.handle(Call(message, principal=self.principal, auth=self.auth, session=self.session), writer)
         return writer.response
 
     async def notify(self, message: dict[str, Any]) -> None:
@@ -131,9 +130,10 @@ class _Memory:
 class _Recorder:
     """The writer of one in-memory call: every message to `heard`, a server request's answer to the session."""
 
-    def __init__(self, heard: Heard, session: Session | None) -> None:
+    def __init__(self, heard: Heard, session: Session | None, client_place: Bucket) -> None:
         self.heard = heard
         self.session = session
+        self.client_place = client_place  # the in-memory client's state (`ctx.client_state`), as stdio's writers have
         self.response: dict[str, Any] | None = None
 
     async def notify(self, message: bytes) -> None:

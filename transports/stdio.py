@@ -185,6 +185,11 @@ class _CallWriter:
         if not self.call.cancelled:
             await self.session.write(message)
 
+    @property
+    def client_place(self) -> Bucket:
+        """The process's one client's state (`ctx.client_state`): read only by a call that uses it."""
+        return self.session.client_state
+
 
 class StdioSession:
     """Reads requests from one input fd and serves them until EOF or `stop()`."""
@@ -458,8 +463,7 @@ class StdioSession:
         if refusal is not None:
             self._write_now(encode_error(request_id, refusal))
             return
-        call = self.calls[request_id] = Call(message, self.server.route(message), session=self.session,
-                                               client_place=self.client_state)
+        call = self.calls[request_id] = Call(message, self.server.route(message), session=self.session)
         self.runner.submit(call, _CallWriter(self, call), self._finished)
         if self.runner.held >= self.max_held and self._input is not None:
             self._input.pause_reading()  # enough read ahead: read again once the held calls start

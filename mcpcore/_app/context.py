@@ -109,7 +109,8 @@ class Context:
         on a stateless request its principal's and `_meta["dev.mcpcore/clientStateKey"]`'s (-32602
         when it names neither). Made on use: a call that never reads it pays nothing."""
         call = self._call
-        return self._server.client_states.of(call.session, call.client_place, call.principal, self.meta)
+        return self._server.client_states.of(call.session, getattr(self._writer, "client_place", None), call.principal,
+                                             self.meta)
 
     @property
     def principal(self) -> str | None:

@@ -24,7 +24,10 @@ NO_HEADERS: Mapping[str, str] = MappingProxyType({})
 
 
 class Writer(Protocol):
-    """Where one call's output goes. `respond` is called exactly once, last."""
+    """Where one call's output goes. `respond` is called exactly once, last.
+
+    A transport whose calls all come from one client (stdio's process) also gives its writers a
+    `client_place`: that client's state (`ctx.client_state`), looked up only by a call that uses it."""
 
     async def notify(self, message: bytes) -> None: ...
 
@@ -57,7 +60,6 @@ class Call:
     principal: str | None = None  # the authenticated caller's subject; None without authentication
     auth: AccessToken | None = None  # the verified token it came with
     session: SessionTag | None = None  # the legacy (2025-era) session it belongs to; None on the modern wire
-    client_place: Place | None = None  # its client's state where the transport is the client (stdio's process)
     cancelled: bool = False  # set by `cancel()` only
     task: Cancellable | None = None  # what runs the call, set by the transport's runner
 
