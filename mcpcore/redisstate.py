@@ -1,12 +1,13 @@
 """State several mcpcore processes share on one Redis: the change bus, the task store, 2025-era
-sessions, the key check.
+sessions, per-client state, the key check.
 
 `Server(store=RedisState("redis://host:6379/0"))` (or `mcpcore run --redis URL`, or
-`MCPCORE_REDIS_URL`) gives the server a `RedisBus`, a `RedisTaskStore` and a
-`RedisSessionStore`, so any process behind a load balancer can answer any request:
-a change announced in one process reaches the `subscriptions/listen` streams of all
-of them, a task created in one is polled, answered and cancelled in any other, and
-a 2025-era session opened in one is served by all. Needs the
+`MCPCORE_REDIS_URL`) gives the server a `RedisBus`, a `RedisTaskStore`, a
+`RedisSessionStore` and a `RedisStateStore`, so any process behind a load balancer can
+answer any request: a change announced in one process reaches the `subscriptions/listen`
+streams of all of them, a task created in one is polled, answered and cancelled in any
+other, a 2025-era session opened in one is served by all, and a client's state
+(`ctx.client_state`) written in one is read in all. Needs the
 `redis` package (`pip install 'mcpcore[redis]'`), imported only here.
 
 Theory of operation. `RedisState` is entered with the server's lifespan: it
@@ -29,7 +30,9 @@ principal's sessions (counted, against its share, by a script that first drops t
 sessions whose hash is gone; expired with the last of them), tells changes, ends and relayed
 client responses on a second channel the bus's receiver also hears, keeps the
 events of resumable streams in a Redis Stream per session, and watches the copies
-this process holds for an expiry nobody tells.
+this process holds for an expiry nobody tells. Per-client state is a hash per client
+written by one script that checks every bound; a session's lives and ends with the
+session's hash, a stateless client's expires on its own and is counted in a sorted set.
 A Redis error in a request is `StateUnavailable` (-32603 saying so), never a hang:
 every command has a timeout.
 """
