@@ -8,6 +8,8 @@ level set by `logging/setLevel`, and the resource URIs it subscribed to (a bus
 subscription). Server-to-client requests (`elicitation/create`,
 `sampling/createMessage`, `roots/list`) go out through the writer of the call
 that asks, and the client's responses come back through `deliver`.
+A session also holds its client's state (`client_place`, read by `ctx.client_state`): in memory, dropped
+when it closes, or for a shared session beside its record in the store, ended and expired with it.
 `Sessions` is the HTTP transport's bounded registry with idle expiry: a place per
 session, and for an authenticated principal a share of the places
 (`max_sessions_per_principal`), taken by `reserve` and given back on every path
