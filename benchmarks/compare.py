@@ -1,5 +1,9 @@
 """One command for the whole comparison: `python benchmarks/compare.py` → benchmarks/RESULTS.md and scale.svg.
 
+The chart is written beside the report; in the repository benchmarks/scale.svg is a link to
+docs/scale.svg, so the guide's performance page shows the same file. `--redraw` draws it
+again from the report's req/s table without measuring (after a change to svgchart.py).
+
 Creates virtual environments under benchmarks/.venvs for mcpcore (installed from
 this checkout, not editable), mcpcore with uvloop, the official SDK (mcp 2.3.0)
 and FastMCP 4.2.3. Servers run pinned to CPU 0 and are driven from CPU 1: over
@@ -612,10 +616,23 @@ def targets(http: dict[str, Any], stdio: dict[str, Any], leak_total: int) -> lis
             *(f"| {name} | {measured} | {verdict[ok]} |" for name, measured, ok in rows)]
 
 
-def chart(http: dict[str, Any], rounds: int) -> str:
-    """The scale curve as SVG: median req/s by connections, one line per server (workers included)."""
-    series = {label: [(float(c), statistics.median(values(runs))) for c, runs in slots.items() if values(runs)]
-              for label, slots in {**http["scale"], **http["workers"]}.items()}
+def scale_series(http: dict[str, Any]) -> svgchart.Series:
+    """The scale curve: median req/s by connections, one line per server (workers included)."""
+    return {label: [(float(c), statistics.median(values(runs))) for c, runs in slots.items() if values(runs)]
+            for label, slots in {**http["scale"], **http["workers"]}.items()}
+
+
+def reported_series(report_text: str) -> svgchart.Series:
+    """The scale curve read back from a report's req/s table (what `--redraw` draws): no run needed."""
+    table = report_text.split("## HTTP scale curve", 1)[1].split("### req/s", 1)[1].split("\n\n###", 1)[0]
+    header, _, *rows = [line.strip("|").split("|") for line in table.strip().splitlines()]
+    connections = [float(cell.replace(",", "")) for cell in header[1:]]
+    medians = [[cell.split("(")[0].strip() for cell in cells[1:]] for cells in rows]  # "4,953 (2 errors)" → "4,953"
+    return {cells[0].strip(): [(c, float(rate.replace(",", ""))) for c, rate in zip(connections, rates) if rate != "—"]
+            for cells, rates in zip(rows, medians)}
+
+
+def chart(series: svgchart.Series, rounds: int) -> str:
     return svgchart.line_chart(series, f"HTTP tools/call echo, median of {rounds} round{'s' * (rounds > 1)}",
                                "keep-alive connections (log scale)", "requests per second")
 
@@ -663,11 +680,18 @@ def options() -> argparse.Namespace:
                         help="also count instructions per request under callgrind (about 3 more minutes; needs valgrind)")
     parser.add_argument("--output", default=str(HERE / "RESULTS.md"), help="the report; scale.svg is written beside it")
     parser.add_argument("--raw", default=str(VENVS / "results.json"), help="where to keep the raw numbers")
+    parser.add_argument("--redraw", action="store_true",
+                        help="measure nothing: redraw scale.svg from the req/s table of --output (give its --rounds)")
     return parser.parse_args()
 
 
 def main() -> None:
     args = options()
+    output = Path(args.output)
+    if args.redraw:
+        (output.parent / "scale.svg").write_text(chart(reported_series(output.read_text()), args.rounds))
+        progress(f"redrew {output.parent / 'scale.svg'} from {output}")
+        return
     raise_open_file_limit()
     for name in PEERS if args.uvloop else (name for name in PEERS if name != "mcpcore-uvloop"):
         venv_python(name)  # set up before the first measurement, not during one
@@ -678,10 +702,9 @@ def main() -> None:
         results["instructions"] = run_instructions()
     results.update(started=started, finished=time.strftime("%Y-%m-%d %H:%M"), load_average=(load_at_start, load_average()),
                    wrk=harness.wrk)
-    output = Path(args.output)
     Path(args.raw).parent.mkdir(parents=True, exist_ok=True)
     Path(args.raw).write_text(json.dumps(results, indent=1))
-    (output.parent / "scale.svg").write_text(chart(results["http"], args.rounds))
+    (output.parent / "scale.svg").write_text(chart(scale_series(results["http"]), args.rounds))
     previous = output.read_text() if output.exists() else ""  # sharedstate.py and session_load.py write their own sections
     kept = "".join("\n" + section for section in (shared_section(previous), marked_section(previous, SESSION_START, SESSION_END))
                    if section)

@@ -1,14 +1,20 @@
 """The "everything" server: the fixtures of the official MCP conformance suite.
 
-    mcpcore run examples/everything_server.py --transport http --port 8850
-    CONF_LEGS=2026-07-28 ../shared/conformance/run.sh http://127.0.0.1:8850/mcp
+It serves both protocol eras from one app: the stateless 2026-07-28 wire and 2025-era
+sessions (2025-11-25 back to 2024-11-05), where the tools that ask the client (sampling,
+elicitation, roots) send it real requests. Over HTTP that is Streamable HTTP at /mcp and,
+for 2024-11-05 clients, the HTTP+SSE transport at /sse; without --transport, stdio.
+Every name, URI and literal string below is one the suite sends or looks for.
+Registration order is list order, so `test_simple_text` comes first.
 
-Every name, URI and literal string below is one the suite sends or looks for
-(see shared/conformance/SERVER_CONTRACT.md). Only the 2026-07-28 wire is
-covered: fixtures that only the 2025-11-25 wire exercises (server-to-client
-requests during a call, `logging/setLevel`, `resources/subscribe`, SSE
-resumption) are left out. Registration order is list order, so
-`test_simple_text` comes first.
+From the root of a clone, after the README's quick start:
+
+    .venv/bin/mcpcore inspect examples/everything_server.py
+    .venv/bin/mcpcore run examples/everything_server.py --transport http --port 8850
+
+then point a client at http://127.0.0.1:8850/mcp (or /sse). `bash .ci/conformance` runs the
+official suite against it over HTTP and writes CONFORMANCE.md; it needs the suite's runner
+script beside the clone (../shared/conformance/run.sh, or CONF_RUN_SH) and Node.
 """
 
 from __future__ import annotations

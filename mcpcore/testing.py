@@ -16,7 +16,9 @@ The client declares exactly the capabilities its callbacks cover, and on the
 2026 wire retries an `input_required` result with the answers and the sealed
 state, as many rounds as the server asks; on a 2025-era wire it answers the
 session's server-to-client requests. Progress and log notifications go to
-`on_progress` / `on_log` and are kept on each `Outcome`. `strict=True` checks
+`on_progress` / `on_log` and are kept on each `Outcome` (a tool call asks for
+progress unless told `progress=False`; other requests when `on_progress` is
+given, or `request(..., progress=True)`). `strict=True` checks
 every message against the era's official JSON Schema (needs `jsonschema`).
 `Client.sync()` gives the same methods for code without an event loop;
 `Client.stdio(command)` and `Client.http(url)` the same client against a server
@@ -87,7 +89,8 @@ class Outcome:
 
     @property
     def progress(self) -> list[dict[str, Any]]:
-        """The params of each progress notification, in order."""
+        """The params of each progress notification, in order (`call_tool` asks for them by default;
+        another request, only with `request(..., progress=True)` or a client's `on_progress`)."""
         return [n["params"] for n in self.notifications if n.get("method") == "notifications/progress"]
 
     @property
@@ -420,8 +423,9 @@ class Client:
             self._channel.learn(tools)  # which arguments an HTTP request mirrors in headers
         return tools
 
-    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None, *, progress: bool = False) -> Outcome:
-        """Call a tool. `progress=True` asks for progress notifications (as `on_progress` does)."""
+    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None, *, progress: bool = True) -> Outcome:
+        """Call a tool. It asks for progress notifications (a `progressToken`), kept on `Outcome.progress`;
+        `progress=False` asks for none, as a client that wants none would (unless `on_progress` is given)."""
         if getattr(self._channel, "wants_tools", False) and name not in self._channel.tools:
             await self.list_tools()
         return await self.request("tools/call", {"name": name, "arguments": dict(arguments or {})}, progress=progress)
@@ -443,11 +447,16 @@ class Client:
         """A prompt's result (`description`, `messages`)."""
         return (await self.request("prompts/get", {"name": name, "arguments": dict(arguments or {})})).result
 
-    async def complete(self, ref: Mapping[str, Any], argument: str, value: str,
-                       context: Mapping[str, str] | None = None) -> list[str]:
-        """Completion values for one argument of a prompt (`{"type": "ref/prompt", "name": ...}`) or a
-        resource template (`{"type": "ref/resource", "uri": ...}`)."""
-        params: dict[str, Any] = {"ref": dict(ref), "argument": {"name": argument, "value": value}}
+    async def complete(self, ref: Mapping[str, Any] | None = None, argument: str | None = None, value: str = "",
+                       context: Mapping[str, str] | None = None, *, prompt: str | None = None,
+                       resource: str | None = None) -> list[str]:
+        """Completion values for one argument, named as `@server.completion` names it:
+        `complete(prompt="greet", argument="name", value="Al")` or `complete(resource="file:///{path}",
+        argument="path", value="src/")`; `context`: the other arguments already chosen. A raw `ref`
+        (`{"type": "ref/prompt", "name": ...}`, `{"type": "ref/resource", "uri": ...}`) still works."""
+        if argument is None:
+            raise TypeError("complete() needs argument=: the name of the argument to complete")
+        params: dict[str, Any] = {"ref": _reference(ref, prompt, resource), "argument": {"name": argument, "value": value}}
         if context:
             params["context"] = {"arguments": dict(context)}
         return (await self.request("completion/complete", params)).result["completion"]["values"]
@@ -470,6 +479,22 @@ class Subscription:
         if "error" in received:
             raise _raised(received["error"])
         return received
+
+
+def _reference(ref: Any, prompt: str | None, resource: str | None) -> dict[str, Any]:
+    """The `ref` of a completion request, from exactly one of a raw ref, a prompt name or a template URI."""
+    given = [name for name, value in (("ref", ref), ("prompt=", prompt), ("resource=", resource)) if value is not None]
+    if len(given) != 1:
+        raise TypeError(f"complete() takes exactly one of prompt=NAME, resource=URI_TEMPLATE or a raw ref; "
+                        f"got {' and '.join(given) if given else 'none'}")
+    if isinstance(ref, str):
+        raise TypeError(f"complete(): a raw ref is a mapping ({{'type': 'ref/prompt', 'name': ...}}); "
+                        f"for a prompt or template by name say prompt={ref!r} or resource={ref!r}")
+    if prompt is not None:
+        return {"type": "ref/prompt", "name": prompt}
+    if resource is not None:
+        return {"type": "ref/resource", "uri": resource}
+    return dict(ref)
 
 
 def _raised(error: dict[str, Any]) -> McpError:

@@ -296,6 +296,31 @@ def test_scale_chart_x_axis_is_logarithmic_and_y_grows_upwards() -> None:
     assert y1 > y10 > y100
 
 
+def test_every_scale_chart_series_is_drawn_in_a_style_of_its_own_with_its_legend_under_the_plot() -> None:
+    series = {f"server number {index} with a long label (async echo)": [(1.0, 100.0 * index), (64.0, 50.0)]
+              for index in range(len(svgchart.COLOURS) + 3)}
+    root = ElementTree.fromstring(svgchart.line_chart(series, "t", "x", "y"))
+    styles = [(line.get("stroke"), line.get("stroke-dasharray")) for line in root.findall(f"{SVG}polyline")]
+    assert len(set(styles)) == len(series)
+    width = float(root.get("width"))
+    axis_bottom = max(float(line.get("y2")) for line in root.findall(f"{SVG}line") if line.get("stroke") == "black")
+    legend = [text for text in root.iter(f"{SVG}text") if text.text in series]
+    assert len(legend) == len(series) and all(float(text.get("y")) > axis_bottom for text in legend)
+    assert len({text.get("x") for text in legend}) == 2  # two columns: the plot keeps the chart's width
+    assert all(float(text.get("x")) + svgchart.CHAR_WIDTH * len(text.text) <= width for text in legend)
+
+
+def test_the_scale_chart_redraws_from_the_reports_own_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(compare, "versions", lambda uvloop: "mcpcore 0.1.0")
+    args = argparse.Namespace(rounds=2, duration=5, warmup=1, uvloop=True, leak_total=200000)
+    results = fake_results((1, 64))
+    results["http"]["scale"]["FastMCP 4.2.3"][64] = [compare.failed("did not start")] * 2
+    text = compare.report(compare.Harness(args, None), results, "scale.svg")
+    reported = compare.reported_series(text)
+    assert reported == {label: [(c, round(y)) for c, y in line] for label, line in compare.scale_series(results["http"]).items()}
+    assert reported["FastMCP 4.2.3"] == [(1.0, 8400.0)]  # the failed slot is left out, not drawn as zero
+
+
 def test_nice_ceiling_rounds_up_to_one_two_or_five_times_a_power_of_ten() -> None:
     assert [svgchart.nice_ceiling(v) for v in (0, 7, 8476, 12000, 50000)] == [1.0, 10, 10000, 20000, 50000]
 

@@ -90,6 +90,47 @@ def test_a_list_by_scope_pages_through_what_the_caller_sees_privately_and_costs_
     assert plain.page(None, META, lambda item: False) is plain.page(None, META)  # the cached page, unfiltered
 
 
+class OddOnly:
+    """A view: the items whose key is odd-numbered, each described with a mark."""
+
+    key = "odd"
+
+    def shows(self, item: FakeItem) -> bool:
+        return int(item.key[1:]) % 2 == 1
+
+    def describe(self, item: FakeItem) -> dict[str, Any]:
+        return {"name": item.key, "seen": "odd"}
+
+
+def test_a_view_pages_through_what_it_shows_cached_until_a_change() -> None:
+    catalog, _ = make_catalog(*(f"k{n}" for n in range(1, 8)), page_size=2, defaults=CacheHints(0, "public"))
+    view = OddOnly()
+    seen, cursor = [], None
+    for _ in range(10):
+        result = orjson.loads(catalog.page(cursor, META, None, view))
+        seen += result["tools"]
+        cursor = result.get("nextCursor")
+        if cursor is None:
+            break
+    assert [entry["name"] for entry in seen] == ["k1", "k3", "k5", "k7"]
+    assert {entry["seen"] for entry in seen} == {"odd"} and result["cacheScope"] == "public"
+    assert catalog.page(None, META, None, view) is catalog.page(None, META, None, view)  # cached
+    assert [entry["name"] for entry in page(catalog)["tools"]] == ["k1", "k2"]  # the full list is its own
+    with pytest.raises(McpError, match="Invalid cursor"):
+        catalog.page(encode_cursor(4), META, None, view)  # past the 4 items it shows
+    catalog.add(FakeItem("k9"))
+    assert orjson.loads(catalog.page(encode_cursor(4), META, None, view))["tools"] == [{"name": "k9", "seen": "odd"}]
+
+
+def test_a_view_of_a_list_by_scope_shows_what_both_allow() -> None:
+    catalog, _ = make_catalog(page_size=10)
+    for key, scopes in (("k1", ("x",)), ("k2", ()), ("k3", ()), ("k5", ())):
+        catalog.add(FakeItem(key, scopes=scopes))
+    result = orjson.loads(catalog.page(None, META, lambda item: "x" not in item.scopes, OddOnly()))
+    assert result["tools"] == [{"name": "k3", "seen": "odd"}, {"name": "k5", "seen": "odd"}]
+    assert result["cacheScope"] == "private"
+
+
 def test_last_page_has_no_next_cursor() -> None:
     catalog, _ = make_catalog("a", "b", "c", "d", "e")
     last = page(catalog, encode_cursor(4))

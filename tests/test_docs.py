@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import subprocess
@@ -16,6 +17,11 @@ from conftest import ROOT
 
 DOCS = ROOT / "docs"
 PAGES = sorted(DOCS.glob("*.md"))
+# What the site shows from outside docs/, linked into it (symbolic links), so a page's link works on the site
+# and on a clone alike: the repository's own files, never copies that could go stale.
+LINKED_IN = {"adrs.md": "ADRS.md", "conformance.md": "CONFORMANCE.md", "benchmark-results.md": "benchmarks/RESULTS.md",
+             "examples": "examples", "scale.svg": "benchmarks/scale.svg"}
+GUIDE = [page for page in PAGES if page.name not in LINKED_IN]  # the pages written as the guide
 FENCE = re.compile(r"^```([\w-]*)\n(.*?)^```[ \t]*$", re.M | re.S)
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 
@@ -63,7 +69,7 @@ def test_every_page_is_in_the_mkdocs_nav() -> None:
     assert sorted(listed) == [page.name for page in PAGES]
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+@pytest.mark.parametrize("page", GUIDE, ids=lambda page: page.name)
 def test_every_python_sample_runs(page: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def no_network(*args: object, **kwargs: object) -> None:
         raise AssertionError(f"{page.name}: a sample opened a network connection")
@@ -114,6 +120,36 @@ def test_every_relative_link_resolves(page: Path) -> None:
     assert not broken, f"{page.name}: {broken}"
 
 
+def site_links(page: Path) -> list[str]:
+    """The relative link targets of a Markdown page, without their #fragment (code spans and blocks left out)."""
+    text = re.sub(r"`[^`\n]*`", "", FENCE.sub("", page.read_text(encoding="utf-8")))
+    return [target.partition("#")[0] for target in LINK.findall(text)
+            if not re.match(r"[a-z][a-z0-9+.-]*:", target) and not target.startswith("#")]
+
+
+def test_the_files_linked_into_docs_are_the_repositorys_own() -> None:
+    for name, source in LINKED_IN.items():
+        assert (DOCS / name).samefile(ROOT / source), f"docs/{name} is not {source}: link it (ln -s), do not copy it"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_no_docs_link_leaves_the_site(page: Path) -> None:
+    """The site holds docs/ only, less what mkdocs.yml excludes, and serves no folder: a link to anything else
+    works on a clone and 404s on the site."""
+    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    nav = set(re.findall(r"^  - [^:\n]+: (\S+\.md)$", config, re.M))
+    excluded = re.search(r"^exclude_docs: \|\n((?:  .+\n)+)", config, re.M).group(1).split()
+    leaving = []
+    for path in site_links(page):
+        target = Path(os.path.normpath(page.parent / path))  # as the site sees it: symbolic links not followed
+        inside = target.relative_to(DOCS).as_posix() if target.is_relative_to(DOCS) else None
+        if inside is None or target.is_dir() or any(inside.startswith(pattern.rstrip("/")) for pattern in excluded):
+            leaving.append(path)
+        elif target.parent == DOCS and target.suffix == ".md" and inside not in nav:
+            leaving.append(path)  # a page of the guide must be in the nav to be found
+    assert not leaving, f"{page.name} links out of the site: {leaving} (link a file into docs/, see mkdocs.yml)"
+
+
 def prose_lines(page: Path) -> set[str]:
     text = FENCE.sub("", page.read_text(encoding="utf-8"))
     return {line.strip() for line in text.splitlines() if len(line.strip()) >= 40 and not line.startswith("#")}
@@ -121,7 +157,7 @@ def prose_lines(page: Path) -> set[str]:
 
 def test_the_readme_and_the_guide_share_no_text() -> None:
     readme = prose_lines(ROOT / "README.md")
-    for page in PAGES:
+    for page in GUIDE:
         shared = readme & prose_lines(page)
         assert not shared, f"{page.name} repeats the README: {sorted(shared)}"
 
@@ -129,7 +165,7 @@ def test_the_readme_and_the_guide_share_no_text() -> None:
 def test_the_readme_keeps_its_example_and_links_every_page() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert len(python_blocks(ROOT / "README.md")) == 1
-    for page in PAGES:
+    for page in GUIDE:
         assert f"(docs/{page.name})" in readme, page.name
 
 
@@ -146,13 +182,18 @@ def test_the_guides_own_examples_answer_as_their_text_says() -> None:
             await client.call_tool("add_to_cart", {"item": "apple"})
             cart = (await client.call_tool("add_to_cart", {"item": "pear"})).result["content"]
             assert [block["text"] for block in cart] == ["apple", "pear"]  # the client's state, kept between calls
+        async with Client(run_page(DOCS / "tools.md")["weather"], strict=True) as client:  # the icons section
+            assert [icon["theme"] for icon in (await client.list_tools())[0]["icons"]] == ["light", "dark"]
         async with Client(run_page(DOCS / "resources-and-prompts.md")["server"], strict=True) as client:
             assert (await client.read_resource("notes://note/2"))[0]["text"] == "Call Ada"
             with pytest.raises(McpError, match="must be int"):
                 await client.read_resource("notes://note/two")
             assert len((await client.get_prompt("summarize", {"number": "1"}))["messages"]) == 2
-            assert await client.complete({"type": "ref/prompt", "name": "summarize"}, "number", "2") == ["2"]
-            assert await client.complete({"type": "ref/resource", "uri": "notes://note/{number}"}, "number", "") == ["1", "2"]
+            with pytest.raises(McpError, match="^Invalid arguments for prompt 'summarize': number: expected integer"):
+                await client.get_prompt("summarize", {"number": "one"})
+            assert await client.complete(prompt="summarize", argument="number", value="2") == ["2"]
+            assert await client.complete(resource="notes://note/{number}", argument="number", value="") == ["1", "2"]
+            assert await client.complete({"type": "ref/prompt", "name": "summarize"}, "number", "1") == ["1"]
 
     anyio.run(check)
 

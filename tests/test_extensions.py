@@ -50,7 +50,7 @@ async def test_over_http_the_name_field_is_mirrored_in_mcp_name() -> None:
     async with running(extended()) as http, HttpClient.connect(http) as client:
         missing = await client.post(message)  # mcp_headers names no Mcp-Name for a method it does not know
         assert missing.status == 400 and missing.json["error"]["code"] == -32020
-        assert "Mcp-Name header is required" in missing.json["error"]["message"]
+        assert missing.json["error"]["message"].startswith("Missing header Mcp-Name: it is required when params.word is given")
         served = await client.post(message, mcp_headers(message, **{"mcp-name": "hello"}))
         assert served.status == 200 and served.json["result"]["said"] == "hello"
 

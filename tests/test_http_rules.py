@@ -400,7 +400,9 @@ async def test_missing_standard_header_is_32020(server, header: str) -> None:
     async with running(server) as http, HttpClient.connect(http) as client:
         with anyio.fail_after(LIMIT):
             reply = await client.post(request("tools/list", 11), headers)
-        error_of(reply, 400, -32020, 11)
+        error = error_of(reply, 400, -32020, 11)
+        named = {"mcp-protocol-version": "MCP-Protocol-Version", "mcp-method": "Mcp-Method"}[header]
+        assert error["message"].startswith(f"Missing header {named}: "), error
 
 
 @pytest.mark.parametrize(
@@ -416,7 +418,7 @@ async def test_missing_mcp_name_is_32020(server, message: dict[str, Any]) -> Non
             assert ok.status == 200 and "result" in ok.json, ok.body
             del headers["mcp-name"]
             reply = await client.post(message, headers)
-        error_of(reply, 400, -32020, 12)
+        assert error_of(reply, 400, -32020, 12)["message"].startswith("Missing header Mcp-Name: it is required when params.")
 
 
 async def test_mismatched_mcp_name_is_32020(server) -> None:
@@ -571,7 +573,10 @@ async def test_missing_meta_fields_are_32602(server, missing: str) -> None:
     async with running(server) as http, HttpClient.connect(http) as client:
         with anyio.fail_after(LIMIT):
             reply = await client.post(message, mcp_headers(message))
-        error_of(reply, 400, -32602, 101)
+        error = error_of(reply, 400, -32602, 101)
+    lacking = "params._meta is missing" if missing == "_meta" else f"params._meta is missing {missing!r}"
+    assert error["message"] == (f"{lacking}: every request carries 'io.modelcontextprotocol/protocolVersion' and "
+                                "'io.modelcontextprotocol/clientCapabilities' in it")
 
 
 async def test_missing_client_capability_is_32021_with_required_capabilities(server) -> None:

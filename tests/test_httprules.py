@@ -388,10 +388,11 @@ def call(request_id: Any = 1, **arguments: Any) -> dict[str, Any]:
     return request("tools/call", request_id, name="headed", arguments=arguments)
 
 
-def mismatch(result: Rejection | None, request_id: Any = 1, *words: str) -> Rejection:
+def mismatch(result: Rejection | None, request_id: Any = 1, *words: str, missing: str | None = None) -> Rejection:
+    """A -32020 refusal: a header that disagrees with the body, or (`missing`: its name) one that is absent."""
     rejection = rejected(result, 400)
     assert rejection.error.code == HEADER_MISMATCH
-    assert rejection.error.message.startswith("Header mismatch: ")
+    assert rejection.error.message.startswith(f"Missing header {missing}: " if missing else "Header mismatch: ")
     assert rejection.request_id == request_id
     for word in words:
         assert word in rejection.error.message
@@ -405,7 +406,8 @@ def test_conforming_headers_pass() -> None:
 
 def test_missing_protocol_version_header_is_rejected() -> None:
     message = request("tools/list", 7)
-    mismatch(check_mcp_headers(mcp(message, mcp_protocol_version=None), message, routed(message)), 7, "MCP-Protocol-Version")
+    mismatch(check_mcp_headers(mcp(message, mcp_protocol_version=None), message, routed(message)), 7,
+             missing="MCP-Protocol-Version")
 
 
 def test_protocol_version_header_differing_from_meta_is_rejected() -> None:
@@ -427,7 +429,7 @@ def test_missing_meta_is_left_to_the_server() -> None:
 
 def test_missing_method_header_is_rejected() -> None:
     message = request("tools/list")
-    mismatch(check_mcp_headers(mcp(message, mcp_method=None), message, routed(message)), 1, "Mcp-Method")
+    mismatch(check_mcp_headers(mcp(message, mcp_method=None), message, routed(message)), 1, missing="Mcp-Method")
 
 
 @pytest.mark.parametrize("value", ["TOOLS/LIST", "Tools/List", "tools/call", " tools/list"])
@@ -447,7 +449,7 @@ def test_method_header_must_equal_the_method_exactly(value: str) -> None:
 )
 def test_name_header_is_required_and_must_match(message: dict[str, Any]) -> None:
     assert check_mcp_headers(mcp(message), message, routed(message)) is None
-    mismatch(check_mcp_headers(mcp(message, mcp_name=None), message, routed(message)), 1, "Mcp-Name", "required")
+    mismatch(check_mcp_headers(mcp(message, mcp_name=None), message, routed(message)), 1, "required", missing="Mcp-Name")
     mismatch(check_mcp_headers(mcp(message, mcp_name="other"), message, routed(message)), 1, "Mcp-Name", "other")
 
 
@@ -561,7 +563,7 @@ def test_param_headers_that_differ_are_rejected(arguments: dict[str, Any], heade
 )
 def test_param_header_missing_while_the_argument_is_present_is_rejected(arguments: dict[str, Any], header: str) -> None:
     message = call(**arguments)
-    mismatch(check_mcp_headers(mcp(message), message, routed(message, PARAMS)), 1, header, "required")
+    mismatch(check_mcp_headers(mcp(message), message, routed(message, PARAMS)), 1, "required", missing=header)
 
 
 def test_wrongly_typed_argument_does_not_match_its_header() -> None:

@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("wire", ("mcpcore._wire.*", "mcpcore.auth", "mcpcore.taskstore", "mcpcore.frontmatter")),
     ("runtime", ("mcpcore._runtime.*", "mcpcore.routes", "mcpcore.middleware", "mcpcore.logs")),
     ("app", ("mcpcore._app.*",)),
-    ("extensions", ("mcpcore.tasks", "mcpcore.extensions")),
+    ("extensions", ("mcpcore.tasks", "mcpcore.extensions", "mcpcore.apps")),
     ("serving", ("mcpcore._serving.*",)),
     ("package", ("mcpcore",)),
     ("transports", ("mcpcore.transports.*",)),
@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 # The one import that runs up: `Server.run()` starts the command line's runner (inside the method).
 ENTRY_POINTS = {("mcpcore._serving.server", "mcpcore._cli.runner")}
 # What `ls mcpcore/` shows: the modules a user imports, each documented (docs/reference.md or the guide).
-PUBLIC = {"__init__", "__main__", "asgi", "auth", "extensions", "frontmatter", "logs", "middleware", "oauth",
+PUBLIC = {"__init__", "__main__", "apps", "asgi", "auth", "extensions", "frontmatter", "logs", "middleware", "oauth",
           "pytest_plugin", "redisstate", "routes", "skills", "tasks", "taskstore", "testing", "tracing"}
 
 
@@ -208,11 +208,13 @@ def test_the_public_api_is_pinned() -> None:
         "ClientStateFull",
         "ClientStateLimits",
         "Context",
+        "Depends",
         "Elicit",
         "ElicitAnswer",
         "ElicitUrl",
         "EmbeddedResource",
         "Field",
+        "Icon",
         "Image",
         "InputRequired",
         "InvalidParams",

@@ -371,7 +371,7 @@ def test_a_missing_or_extra_mirrored_header_is_a_mismatch(case: tuple[dict[str, 
     headers, message, route = case
     name = data.draw(st.sampled_from(sorted(headers)), label="dropped")
     dropped = {k: v for k, v in headers.items() if k != name}
-    mismatched(check_mcp_headers(dropped, message, route), message, "required")
+    mismatched(check_mcp_headers(dropped, message, route), message, "Missing header ")
     absent = [p for p in route.header_params if f"mcp-param-{p.header.lower()}" not in headers]
     if absent:
         extra = f"mcp-param-{data.draw(st.sampled_from(absent)).header.lower()}"

@@ -77,7 +77,10 @@ def test_an_on_off_option_from_the_file_the_environment_or_the_line(
     ('target = "server.py"\nprot = 1\n', {}, "mcpcore.toml: unknown setting 'prot'"),
     ('target = "server.py"\nport = "eighty"\n', {}, "mcpcore.toml: port: 'eighty' is not valid"),
     ('target = "server.py"\n', {"MCPCORE_MAX_CONNECTIONS": "many"}, "MCPCORE_MAX_CONNECTIONS: 'many' is not valid"),
-    ('target = "server.py"\ntransport = "carrier-pigeon"\n', {}, "setting transport is 'carrier-pigeon'"),
+    ('target = "server.py"\ntransport = "carrier-pigeon"\n', {},
+     "mcpcore.toml: transport: 'carrier-pigeon' is not valid (choose from stdio, http)"),
+    ('target = "server.py"\n', {"MCPCORE_TRANSPORT": "htpp"}, "MCPCORE_TRANSPORT: 'htpp' is not valid (choose from stdio, http)"),
+    ('target = "server.py"\nlog_format = "xml"\n', {}, "mcpcore.toml: log_format: 'xml' is not valid (choose from text, json)"),
     ('', {}, "run needs a TARGET"),
 ])
 def test_a_bad_setting_is_refused_naming_its_source(tmp_path: Path, content: str, env: dict[str, str], message: str) -> None:

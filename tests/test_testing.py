@@ -306,3 +306,79 @@ async def test_listen_hears_list_changes_and_updates_of_the_resources_it_follows
             assert updated["method"] == "notifications/resources/updated" and updated["params"]["uri"] == "demo://note"
         assert len(server.subscriptions) == 0  # leaving the block ended it
         assert (await client.call_tool("late")).text == "added"
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_tool_calls_progress_is_kept_without_asking_and_progress_false_asks_for_none(era: str) -> None:
+    async with Client(app(), era=era, strict=True) as client:
+        outcome = await client.call_tool("steps")
+        quiet = await client.call_tool("steps", progress=False)
+    assert [(p["progress"], p["total"]) for p in outcome.progress] == [(1, 2), (2, 2)]
+    assert outcome.progress[0]["message"] == "half"
+    assert quiet.text == "hello" and quiet.progress == []
+
+
+@pytest.mark.usefixtures("http_flavour")
+async def test_a_tool_calls_progress_is_kept_over_http_too() -> None:
+    from conftest import ROOT
+    from http_client import running
+    from mcpcore._cli.main import load_target
+
+    async with running(load_target(str(ROOT / "examples" / "echo_server.py"))) as http:
+        async with Client.http(f"http://127.0.0.1:{http.port}/mcp", strict=True) as client:
+            outcome = await client.call_tool("progress")
+    assert outcome.text == "done"
+    assert [p["message"] for p in outcome.progress] == ["step 1 of 3", "step 2 of 3", "step 3 of 3"]
+
+
+def completing() -> Server:
+    server = Server("completing")
+
+    @server.prompt
+    def greet(name: str, language: str = "en") -> str:
+        return f"Hello, {name}"
+
+    @server.resource("file:///{path}")
+    def read(path: str) -> str:
+        return path
+
+    @server.completion(prompt="greet", argument="name")
+    def names(value: str, arguments: dict[str, str]) -> list[str]:
+        known = ["Ada", "Alan", "Alonzo"] if arguments.get("language", "en") == "en" else ["Ängel"]
+        return [name for name in known if name.startswith(value)]
+
+    @server.completion(resource="file:///{path}", argument="path")
+    def paths(value: str) -> list[str]:
+        return [path for path in ["src/a.py", "src/b.py", "tests/"] if path.startswith(value)]
+
+    return server
+
+
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
+async def test_complete_names_its_target_as_the_completion_decorator_does(era: str) -> None:
+    async with Client(completing(), era=era, strict=True) as client:
+        assert await client.complete(prompt="greet", argument="name", value="Al") == ["Alan", "Alonzo"]
+        assert await client.complete(prompt="greet", argument="name", value="", context={"language": "de"}) == ["Ängel"]
+        assert await client.complete(resource="file:///{path}", argument="path", value="src/") == ["src/a.py", "src/b.py"]
+        assert await client.complete(prompt="greet", argument="name") == ["Ada", "Alan", "Alonzo"]  # value: ""
+        raw = await client.complete({"type": "ref/prompt", "name": "greet"}, "name", "Ad")  # the raw form still works
+        assert raw == ["Ada"]
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    ({"prompt": "greet", "resource": "file:///{path}", "argument": "name"},
+     "complete() takes exactly one of prompt=NAME, resource=URI_TEMPLATE or a raw ref; got prompt= and resource="),
+    ({"ref": {"type": "ref/prompt", "name": "greet"}, "prompt": "greet", "argument": "name"},
+     "complete() takes exactly one of prompt=NAME, resource=URI_TEMPLATE or a raw ref; got ref and prompt="),
+    ({"argument": "name", "value": "A"},
+     "complete() takes exactly one of prompt=NAME, resource=URI_TEMPLATE or a raw ref; got none"),
+    ({"ref": "greet", "argument": "name"},
+     "complete(): a raw ref is a mapping ({'type': 'ref/prompt', 'name': ...}); for a prompt or template by name "
+     "say prompt='greet' or resource='greet'"),
+    ({"prompt": "greet", "value": "A"}, "complete() needs argument=: the name of the argument to complete"),
+])
+async def test_complete_with_a_wrong_mix_of_targets_is_a_clear_type_error(call: dict[str, Any], message: str) -> None:
+    async with Client(completing(), strict=True) as client:
+        with pytest.raises(TypeError) as raised:
+            await client.complete(**call)
+    assert str(raised.value) == message

@@ -7,7 +7,7 @@ import datetime
 import decimal
 import pathlib
 import uuid
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import annotated_types
 import pydantic
@@ -148,6 +148,19 @@ async def test_strings_that_read_as_the_wanted_type_are_coerced_unless_strict() 
         assert (await client.call_tool("exact", {"a": "41"})).is_error  # strict per tool
     async with Client(typed_server(strict=True), strict=True) as client:
         assert (await client.call_tool("add", {"a": "41", "b": 1, "flag": True, "options": {}})).is_error
+
+
+async def test_a_string_for_an_enum_or_literal_of_numbers_reads_as_its_values_type() -> None:
+    server = Server("levels")
+
+    @server.tool
+    def pick(level: Literal[1, 2], scale: Literal[0.5, 1.5] = 0.5) -> str:
+        return f"{level!r} {scale!r}"
+
+    async with Client(server, strict=True) as client:
+        assert (await client.call_tool("pick", {"level": "2", "scale": "1.5"})).text == "2 1.5"
+        wrong = await client.call_tool("pick", {"level": "two"})
+    assert wrong.is_error and "the string 'two' does not read as integer" in wrong.text
 
 
 async def test_docstrings_describe_parameters_and_a_missing_description_is_omitted() -> None:

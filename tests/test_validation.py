@@ -115,8 +115,8 @@ def test_pattern_properties_validate_matching_keys_and_count_as_accepted() -> No
 
 
 def test_min_and_max_properties_bound_the_field_count() -> None:
-    assert violation({}, {"minProperties": 1}).detail == "needs at least 1 fields"
-    assert violation({"a": 1, "b": 2}, {"maxProperties": 1}).detail == "allows at most 1 fields"
+    assert violation({}, {"minProperties": 1}).detail == "needs at least 1 field"
+    assert violation({"a": 1, "b": 2}, {"maxProperties": 1}).detail == "allows at most 1 field"
     assert matches({"a": 1}, {"minProperties": 1, "maxProperties": 1})
 
 
@@ -170,6 +170,15 @@ def test_string_min_length_rejects_short_string() -> None:
 
 def test_string_max_length_rejects_long_string() -> None:
     assert violation("abcd", {"maxLength": 3}).detail == "allows at most 3 characters"
+
+
+def test_a_bound_of_one_is_said_in_the_singular() -> None:
+    assert violation("", {"minLength": 1}).detail == "needs at least 1 character"
+    assert violation("ab", {"maxLength": 1}).detail == "allows at most 1 character"
+    assert violation([], {"minItems": 1}).detail == "needs at least 1 item, got 0"
+    assert violation([1, 2], {"maxItems": 1}).detail == "allows at most 1 item, got 2"
+    assert violation([1, 1], {"contains": {"const": 1}, "maxContains": 1}).detail == (
+        "allows at most 1 item of the required kind, has 2")
 
 
 def test_string_length_counts_code_points() -> None:

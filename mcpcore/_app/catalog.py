@@ -4,7 +4,8 @@ Items list in registration order (deterministic across runs). Each list page
 is serialized once and reused until the collection changes; cursors are opaque
 base64 offsets. Cache hints: a page's `ttlMs` is the smallest of its items',
 and the list is `public` only when every item is. A list filtered for its caller
-(by OAuth scope) is built per request, and private.
+(by OAuth scope) is built per request, and private. A `View` (a client without MCP
+Apps, `apps.py`) shows some items, described its own way; its pages are cached too.
 """
 
 from __future__ import annotations
@@ -50,6 +51,17 @@ class Item(Protocol):
 T = TypeVar("T", bound=Item)
 
 
+class View(Protocol):
+    """How a list appears to one kind of caller: which items it shows, and how each is described.
+    Its pages are cached under `key` until the collection changes, like the full list's."""
+
+    key: str
+
+    def shows(self, item: Any) -> bool: ...
+
+    def describe(self, item: Any) -> dict[str, Any]: ...
+
+
 def encode_cursor(offset: int) -> str:
     return base64.urlsafe_b64encode(f"o{offset}".encode()).decode()
 
@@ -73,6 +85,7 @@ class Catalog(Generic[T]):
         self.defaults = defaults
         self._items: dict[str, T] = {}
         self._pages: list[bytes] | None = None
+        self._views: dict[str, tuple[int, list[bytes]]] = {}  # view key → (items it shows, its pages)
         self._scoped = False  # whether an item needs a scope (with _pages: both are rebuilt on a change)
         self._on_change = on_change
 
@@ -100,21 +113,33 @@ class Catalog(Generic[T]):
 
     def _changed(self) -> None:
         self._pages = None
+        self._views = {}
         self._on_change()
 
-    def page(self, cursor: Any, result_meta: dict[str, Any], shown: Callable[[T], bool] | None = None) -> bytes:
+    def page(
+        self, cursor: Any, result_meta: dict[str, Any], shown: Callable[[T], bool] | None = None, view: View | None = None
+    ) -> bytes:
         """The serialized list result for a cursor (None for the first page). `shown`, when given, says
         which items the caller may see: a list with scoped items is then built for the request, its
-        cursors offsets into what the caller sees, and private (it varies by caller)."""
+        cursors offsets into what the caller sees, and private (it varies by caller). `view`, when given,
+        is how the list appears to this caller (`View`)."""
         if self._pages is None:
             items = list(self._items.values())
             scope = self._scope(items)
             self._scoped = any(item.scopes for item in items)
             self._pages = [self._render(items, start, scope, result_meta) for start in range(0, max(len(items), 1), self.page_size)]
         if shown is not None and self._scoped:
-            visible = [item for item in self._items.values() if shown(item)]
-            return self._render(visible, self._start(cursor, len(visible)), "private", result_meta)
-        return self._pages[self._start(cursor, len(self._items)) // self.page_size]
+            visible = [item for item in self._items.values() if shown(item) and (view is None or view.shows(item))]
+            return self._render(visible, self._start(cursor, len(visible)), "private", result_meta, view)
+        if view is None:
+            return self._pages[self._start(cursor, len(self._items)) // self.page_size]
+        if view.key not in self._views:
+            items = [item for item in self._items.values() if view.shows(item)]
+            scope = self._scope(items)
+            self._views[view.key] = (len(items), [self._render(items, start, scope, result_meta, view)
+                                                   for start in range(0, max(len(items), 1), self.page_size)])
+        count, pages = self._views[view.key]
+        return pages[self._start(cursor, count) // self.page_size]
 
     def _start(self, cursor: Any, count: int) -> int:
         """The offset a cursor names in a list of `count` items (0 for no cursor)."""
@@ -132,12 +157,15 @@ class Catalog(Generic[T]):
             return "public"
         return "private" if hints else self.defaults.cache_scope
 
-    def _render(self, items: list[T], start: int, scope: str | None, result_meta: dict[str, Any]) -> bytes:
-        """The page of `items` from `start`; its `ttlMs` the smallest of its items'."""
+    def _render(
+        self, items: list[T], start: int, scope: str | None, result_meta: dict[str, Any], view: View | None = None
+    ) -> bytes:
+        """The page of `items` from `start` (each described by `view`, if any); its `ttlMs` the smallest of its items'."""
         chunk = items[start : start + self.page_size]
         hints = [item.cache.over(self.defaults) for item in chunk]
         ttl = min((h.ttl_ms for h in hints if h.ttl_ms is not None), default=self.defaults.ttl_ms or 0)
-        result: dict[str, Any] = {"resultType": "complete", self.field: [i.describe() for i in chunk]}
+        described = [view.describe(i) for i in chunk] if view else [i.describe() for i in chunk]
+        result: dict[str, Any] = {"resultType": "complete", self.field: described}
         if start + self.page_size < len(items):
             result["nextCursor"] = encode_cursor(start + self.page_size)
         result.update(ttlMs=ttl, cacheScope=scope, _meta=result_meta)

@@ -16,6 +16,8 @@ from typing import Any
 
 import orjson
 
+from .._wire.validation import json_type
+
 __all__ = ["coerce"]
 
 _INTEGER = re.compile(r"-?[0-9]{1,400}")  # int() refuses more than 4,300 digits; no real argument has 400
@@ -33,7 +35,10 @@ def coerce(value: Any, schema: Any) -> tuple[Any, list[str]]:
 
 
 def _types(schema: dict[str, Any]) -> set[str]:
+    """The JSON types a schema takes; an `enum` that names no type (an Enum's, a Literal's) takes its values' types."""
     kind = schema.get("type")
+    if kind is None and isinstance(schema.get("enum"), list):
+        return {json_type(member) for member in schema["enum"]}
     return {kind} if isinstance(kind, str) else set(kind) if isinstance(kind, list) else set()
 
 

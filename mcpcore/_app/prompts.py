@@ -1,9 +1,11 @@
 """Prompts: definition from a function and the `prompts/get` logic.
 
 Prompt arguments are strings on the wire; the function's parameters become
-the prompt's arguments (required when they have no default). The function
-returns a string (one user message), a `Message`, content helpers, or a list
-of those.
+the prompt's arguments (required when they have no default). A parameter typed
+otherwise (`int`, `float`, `bool`, an `Enum`, a `Literal`, ...) gets its string
+read and converted as a tool's argument is, and a string that does not read as
+one is -32602. The function returns a string (one user message), a `Message`,
+content helpers, or a list of those.
 """
 
 from __future__ import annotations
@@ -11,8 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from .._wire.icons import Icon, icons_to_wire
 from .._wire.jsonrpc import invalid_params
+from .._wire.validation import SchemaViolation, Validator
 from .catalog import CacheHints
+from .coercion import coerce
 from .content import to_content
 from .context import Context
 from .signature import FunctionInfo
@@ -59,6 +64,7 @@ class Prompt:
         description: str | None = None,
         cache: CacheHints | None = None,
         scopes: Sequence[str] = (),
+        icons: Sequence[Icon | dict[str, Any]] = (),
     ) -> None:
         self.info = FunctionInfo(fn)
         self.scopes = tuple(scopes)  # what a caller's token needs, on an authenticated transport
@@ -81,7 +87,14 @@ class Prompt:
             arguments.append(argument)
         if arguments:
             entry["arguments"] = arguments
+        if wire_icons := icons_to_wire(icons, f"prompt {self.key!r}"):
+            entry["icons"] = wire_icons
         self._entry = entry
+        try:
+            self._schema: dict[str, Any] | None = self.info.input_schema()
+        except TypeError:  # a hint with no JSON form: its argument reaches the function as the string sent
+            self._schema = None
+        self._validator = Validator(self._schema) if self._schema is not None else None
 
     def describe(self) -> dict[str, Any]:
         return self._entry
@@ -99,9 +112,22 @@ class Prompt:
         unknown = sorted(set(arguments) - known)
         if unknown and not self.info.accepts_any:
             raise invalid_params(f"Prompt {self.key!r} has no argument {unknown[0]!r}; it takes {sorted(known)}")
-        value = await self.info.invoke_reporting(dict(arguments), context, f"Prompt {self.key!r}", {"name": self.key})
+        value = await self.info.invoke_reporting(self._read(arguments), context, f"Prompt {self.key!r}", {"name": self.key})
         result: dict[str, Any] = {}
         if self.description:
             result["description"] = self.description
         result["messages"] = _messages(value)
         return result
+
+    def _read(self, arguments: dict[str, str]) -> dict[str, Any]:
+        """The string arguments as the function's typed keyword arguments: read, validated and
+        converted as a tool's are (coercion is how a prompt's typed argument arrives, so always on)."""
+        if self._validator is None:
+            return dict(arguments)
+        values, notes = coerce(arguments, self._schema)
+        try:
+            self._validator.validate(values)
+            return self.info.convert(values)
+        except (SchemaViolation, ValueError) as error:
+            hint = f" ({notes[0]})" if notes else ""
+            raise invalid_params(f"Invalid arguments for prompt {self.key!r}: {error}{hint}", {"name": self.key}) from None

@@ -13,6 +13,7 @@ from typing import Any, Callable, Sequence
 
 import orjson
 
+from .._wire.icons import Icon, icons_to_wire
 from .._wire.jsonrpc import invalid_params
 from .._wire.uritemplate import UriTemplate
 from .catalog import CacheHints
@@ -24,7 +25,7 @@ from .typeschema import split_annotated
 
 def _metadata(
     entry: dict[str, Any], name: str, title: str | None, description: str | None, mime_type: str | None,
-    size: int | None = None,
+    size: int | None = None, icons: tuple[dict[str, Any], ...] = (),
 ) -> dict[str, Any]:
     entry["name"] = name
     if title:
@@ -35,6 +36,8 @@ def _metadata(
         entry["mimeType"] = mime_type
     if size is not None:
         entry["size"] = size
+    if icons:
+        entry["icons"] = icons
     return entry
 
 
@@ -118,13 +121,17 @@ class Resource(_Readable):
         size: int | None = None,
         cache: CacheHints | None = None,
         scopes: Sequence[str] = (),
+        icons: Sequence[Icon | dict[str, Any]] = (),
     ) -> None:
         self.info = FunctionInfo(fn)
         self.scopes = tuple(scopes)  # what a caller's token needs, on an authenticated transport
         self.key = uri
         self.mime_type = mime_type
         self.cache = cache or CacheHints()
-        self._entry = _metadata({"uri": uri}, name or self.info.name, title, description or self.info.doc, mime_type, size)
+        self._entry = _metadata(
+            {"uri": uri}, name or self.info.name, title, description or self.info.doc, mime_type, size,
+            icons_to_wire(icons, f"resource {uri!r}"),
+        )
 
     def describe(self) -> dict[str, Any]:
         return self._entry
@@ -144,6 +151,7 @@ class ResourceTemplate(_Readable):
         mime_type: str | None = None,
         cache: CacheHints | None = None,
         scopes: Sequence[str] = (),
+        icons: Sequence[Icon | dict[str, Any]] = (),
     ) -> None:
         self.info = FunctionInfo(fn)
         self.scopes = tuple(scopes)  # what a caller's token needs, on an authenticated transport
@@ -156,7 +164,8 @@ class ResourceTemplate(_Readable):
         self.mime_type = mime_type
         self.cache = cache or CacheHints()
         self._entry = _metadata(
-            {"uriTemplate": uri_template}, name or self.info.name, title, description or self.info.doc, mime_type
+            {"uriTemplate": uri_template}, name or self.info.name, title, description or self.info.doc, mime_type,
+            icons=icons_to_wire(icons, f"resource template {uri_template!r}"),
         )
 
     def describe(self) -> dict[str, Any]:

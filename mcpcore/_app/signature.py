@@ -1,8 +1,9 @@
 """Reading a user function once at registration: its parameters and how to call it.
 
-`FunctionInfo` knows which parameter takes the `Context`, the schema and
-converter of every other parameter, and whether the function is async (run in
-the call's task) or sync (run in a worker thread).
+`FunctionInfo` knows which parameter takes the `Context`, which are dependencies
+(`Depends`, made per call: `depends.py`), the schema and converter of every other
+parameter, and whether the function is async (run in the call's task) or sync (run
+in a worker thread).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from .._wire.inputs import InputRequired
 from .._wire.jsonrpc import INTERNAL_ERROR, McpError
 from . import docstrings
 from .context import Context
+from .depends import Factory, Resolution, factory, marker, takes_context
 from .typeschema import Converter, converter_for, hoist_defs, jsonable_default, keeps_value, schema_for, split_annotated
 
 log = logging.getLogger("mcpcore.signature")
@@ -41,6 +43,11 @@ async def run_callback(fn: Callable[..., Any], *args: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
+def is_async_function(fn: Callable[..., Any]) -> bool:
+    """Whether calling `fn` gives a coroutine to await (an async function, or an object with an async `__call__`)."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+
+
 def _type_name(hint: Any) -> str:
     return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
 
@@ -52,7 +59,7 @@ class FunctionInfo:
         self.fn = fn
         self.name = getattr(fn, "__name__", type(fn).__name__)
         self.doc, documented = docstrings.parse(inspect.getdoc(fn) or None)  # parameter texts out of the description
-        self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+        self.is_async = is_async_function(fn)
         if inline and self.is_async:
             raise ValueError(f"{self.name}(): inline=True is for sync functions; an async one already runs on the event loop")
         self.inline = inline  # a sync function called on the event loop itself: it blocks every other caller while it runs
@@ -60,6 +67,7 @@ class FunctionInfo:
         self.return_hint = hints.get("return", inspect.Signature.empty)
         self.context_param: str | None = None
         self.params: list[Param] = []
+        self.dependencies: list[tuple[str, Factory]] = []  # (parameter, its factory): never the client's
         self.accepts_any = False
         for parameter in inspect.signature(fn).parameters.values():
             if parameter.kind is parameter.VAR_KEYWORD:
@@ -68,7 +76,11 @@ class FunctionInfo:
             if parameter.kind is parameter.VAR_POSITIONAL:
                 continue
             hint = hints.get(parameter.name, Any)
-            if split_annotated(hint)[0] is Context:
+            depends = marker(hint, parameter.default)
+            if depends is not None:
+                self.dependencies.append((parameter.name, factory(depends.factory, (fn,))))
+                continue
+            if takes_context(hint):
                 self.context_param = parameter.name
                 continue
             base, description = split_annotated(hint)
@@ -86,6 +98,8 @@ class FunctionInfo:
             )
         # Keyword arguments are the JSON arguments themselves (nothing to convert, nothing else taken).
         self.takes_json = not self.accepts_any and all(keeps_value(param.convert) for param in self.params)
+        if self.dependencies:  # decided here, so a function without dependencies pays nothing per call
+            self.start = self._start_resolving  # type: ignore[method-assign]
 
     def input_schema(self) -> dict[str, Any]:
         """An object schema with one property per parameter (TypeError if a hint has none)."""
@@ -148,6 +162,25 @@ class FunctionInfo:
         if self.inline:
             return _ready(self.fn(**kwargs))
         return context.threads.run(functools.partial(self.fn, **kwargs))
+
+    async def _start_resolving(self, kwargs: dict[str, Any], context: Context) -> Any:
+        """`start` for a function with dependencies: they are made first, on the event loop (a sync
+        function's too, before its thread), and cleaned up once the call has ended, however it ends."""
+        resolution = Resolution(context)
+        try:
+            for name, node in self.dependencies:
+                kwargs[name] = await resolution.value(node)
+            if self.is_async or self.inline:
+                value = await FunctionInfo.start(self, kwargs, context)
+            else:  # in a worker thread, its clean-up waiting for it even if the call is cancelled
+                if self.context_param is not None:
+                    kwargs[self.context_param] = context
+                value = await resolution.in_thread(context.threads, functools.partial(self.fn, **kwargs))
+        except BaseException as error:
+            await resolution.close(error)
+            raise
+        await resolution.close(None)
+        return value
 
 
 async def _ready(value: Any) -> Any:

@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 
 import orjson
 
+from .._wire.icons import Icon, icons_to_wire
 from .._wire.inputs import InputRequired
 from .._wire.jsonrpc import McpError, ToolError
 from .._wire.protocol import Route
@@ -59,6 +60,7 @@ class Tool:
         strict: bool | None = None,
         task: str = "forbidden",
         task_after_input: bool = False,
+        icons: Sequence[Icon | dict[str, Any]] = (),
     ) -> None:
         if task not in TASK_MODES:
             raise ValueError(f"task= is one of {', '.join(TASK_MODES)}; not {task!r}")
@@ -99,6 +101,8 @@ class Tool:
             entry["outputSchema"] = output_schema
         if annotations:
             entry["annotations"] = annotations
+        if wire_icons := icons_to_wire(icons, f"tool {self.key!r}"):
+            entry["icons"] = wire_icons
         if meta:
             entry["_meta"] = meta
         self._entry = entry

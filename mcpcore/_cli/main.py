@@ -16,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .. import __version__
 from .._runtime import defaults as d
@@ -209,23 +209,35 @@ def _without_option(argv: list[str], option: str) -> list[str]:
 RUN_DEFAULTS = {"transport": "stdio", "log_level": DEFAULT_LEVEL, "log_format": "text", "workers": 1}
 
 
+def _chosen(kind: Callable[[str], Any], choices: Any) -> Callable[[str], Any]:
+    """An option's parser that also refuses a value outside its choices (as the command line does)."""
+    if choices is None:
+        return kind
+
+    def parse(text: str) -> Any:
+        value = kind(text)
+        if value not in choices:
+            raise ValueError(f"choose from {', '.join(map(str, choices))}")
+        return value
+
+    return parse
+
+
 def _settle(runner: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Fill the `run` options the command line left out from the environment and the settings file, then
     the defaults (mcpcore/_cli/settings.py); a bad setting exits with its source named."""
     from .settings import SettingsError, flag, load
 
     actions = {a.dest: a for a in runner._actions if a.dest not in ("help", "listen_fd")}
-    kinds = {dest: flag if action.const is True else action.type or str for dest, action in actions.items()}
+    kinds = {dest: flag if action.const is True else _chosen(action.type or str, action.choices)
+             for dest, action in actions.items()}
     try:
-        found = load(kinds)
+        found = load(kinds)  # a bad value is refused naming its file and key, or its MCPCORE_* variable
     except SettingsError as error:
         sys.exit(f"mcpcore: {error}")
-    for dest, action in actions.items():
+    for dest in actions:
         if getattr(args, dest) is None:
-            value = found.get(dest, RUN_DEFAULTS.get(dest))
-            if value is not None and action.choices is not None and value not in action.choices:
-                sys.exit(f"mcpcore: setting {dest} is {value!r}; choose from {', '.join(action.choices)}")
-            setattr(args, dest, value)
+            setattr(args, dest, found.get(dest, RUN_DEFAULTS.get(dest)))
     if args.listen_fd is not None:
         args.workers = 1  # a worker serves; only its supervisor (which read the same settings) starts workers
     if args.target is None:

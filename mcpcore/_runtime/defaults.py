@@ -15,6 +15,9 @@ MIB = 1024 * 1024
 SYNC_MAX_THREADS = 40  # worker threads at most, abandoned ones included
 SYNC_IDLE_TIMEOUT = 10.0  # seconds an idle worker thread lives
 
+# dependencies (`Depends`)
+DEPENDENCY_CLEANUP_TIMEOUT = 10.0  # seconds a call's generator dependencies get to clean up, shielded from its cancellation
+
 # stdio
 STDIO_MAX_IN_FLIGHT = 128  # concurrent calls before reading pauses
 STDIO_MAX_LINE_BYTES = 64 * MIB  # longest accepted message line

@@ -36,12 +36,16 @@ class SharedStart(Protocol):
 
 
 class Host(Protocol):
-    """What the lifespan reads of its server (`Server` is one): a name for its messages, its shared state."""
+    """What the lifespan reads of its server (`Server` is one): a name for its messages, its shared state,
+    and the check of what was registered, run before the start-up."""
 
     name: str
 
     @property
     def store(self) -> SharedStart | None: ...
+
+    def check(self) -> None:
+        """Raise ValueError for what was registered but cannot be served."""
 
 
 S = TypeVar("S", bound=Host)
@@ -71,6 +75,10 @@ class Lifespan(Generic[S]):
     async def __aenter__(self) -> Any:
         async with self._lock:
             if self._users == 0:
+                try:
+                    self._server.check()
+                except ValueError as error:  # a registration mistake, said whole: no traceback
+                    raise StartupError(f"server {self._server.name!r} cannot serve: {error}") from None
                 stack = contextlib.AsyncExitStack()
                 shared = self._server.store
                 if shared is not None:  # the state shared with other processes: before the app's start-up

@@ -13,12 +13,14 @@ The transports' side of the path is `transports/_calls.py`.
 
 from __future__ import annotations
 
+import difflib
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
 
 import orjson
 
+from .._app.catalog import View
 from .._app.context import LOG_LEVELS, Context
 from .._app.resources import Resource, ResourceTemplate
 from .._runtime.call import Call, Writer
@@ -28,6 +30,7 @@ from .._wire.jsonrpc import (
     INTERNAL_ERROR,
     META_CAPABILITIES,
     META_LOG_LEVEL,
+    META_SERVER_INFO,
     META_VERSION,
     METHOD_NOT_FOUND,
     MODERN_VERSIONS,
@@ -52,14 +55,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("mcpcore.dispatch")
 
 _MODERN_ONLY_METHODS = frozenset({"server/discover", "subscriptions/listen"})
+MAX_SUGGESTED_NAME = 128  # the longest tool name; a longer unknown name gets no "did you mean"
 
 
 def _missing_meta(field: str) -> McpError:
-    return invalid_params(
-        f"params._meta is missing {field!r}: every request carries "
-        f"{META_VERSION!r} and {META_CAPABILITIES!r}",
-        {"field": field},
-    )
+    """-32602 for a request without `_meta`, or whose `_meta` lacks `field`."""
+    what = "params._meta is missing" if field == "_meta" else f"params._meta is missing {field!r}"
+    return invalid_params(f"{what}: every request carries {META_VERSION!r} and {META_CAPABILITIES!r} in it", {"field": field})
 
 
 def request_meta(params: dict[str, Any]) -> dict[str, Any]:
@@ -302,21 +304,30 @@ class Dispatcher:
             }
             if server.instructions:
                 result["instructions"] = server.instructions
-            result.update(ttlMs=server.cache.ttl_ms, cacheScope=server.cache.cache_scope, _meta=server.result_meta)
+            meta = {**server.result_meta, META_SERVER_INFO: server.server_info()}  # the server's icons are shown here
+            result.update(ttlMs=server.cache.ttl_ms, cacheScope=server.cache.cache_scope, _meta=meta)
             self._discover = orjson.dumps(result)
         return self._discover
 
     async def _on_tools_list(self, route: Route, params: dict[str, Any], context: Context) -> bytes:
-        return self.server.tools.page(params.get("cursor"), self.server.result_meta, self._shown(context))
+        return self.server.tools.page(params.get("cursor"), self.server.result_meta, self._shown(context),
+                                      self._view(context))
 
     async def _on_resources_list(self, route: Route, params: dict[str, Any], context: Context) -> bytes:
-        return self.server.resources.page(params.get("cursor"), self.server.result_meta, self._shown(context))
+        return self.server.resources.page(params.get("cursor"), self.server.result_meta, self._shown(context),
+                                          self._view(context))
 
     async def _on_templates_list(self, route: Route, params: dict[str, Any], context: Context) -> bytes:
         return self.server.templates.page(params.get("cursor"), self.server.result_meta, self._shown(context))
 
     async def _on_prompts_list(self, route: Route, params: dict[str, Any], context: Context) -> bytes:
         return self.server.prompts.page(params.get("cursor"), self.server.result_meta, self._shown(context))
+
+    def _view(self, context: Context) -> View | None:
+        """How the lists appear to the caller: as registered (None), unless the server serves MCP Apps and
+        the caller did not declare them (`apps.py`)."""
+        apps = self.server.apps
+        return None if apps is None else apps.view(context)
 
     def _shown(self, context: Context) -> Callable[[Any], bool] | None:
         """Which items a list shows its caller: all (None), unless the server lists by scope
@@ -326,13 +337,24 @@ class Dispatcher:
             return None
         return lambda item: token.scopes.issuperset(item.scopes)
 
+    def _suggestion(self, name: str, items: Iterable[Any], context: Context) -> str:
+        """`; did you mean 'search'?` for a misspelt name: the closest name the caller may see, if one is close."""
+        if len(name) > MAX_SUGGESTED_NAME:  # no name is that long: nothing to compare (and a bound on the work)
+            return ""
+        shown, view = self._shown(context), self._view(context)
+        names = [item.key for item in items if (shown is None or shown(item)) and (view is None or view.shows(item))]
+        close = difflib.get_close_matches(name, names, n=1)
+        return f"; did you mean {close[0]!r}?" if close else ""
+
     async def _on_tools_call(self, route: Route, params: dict[str, Any], context: Context) -> dict[str, Any]:
         name = params.get("name")
         if not isinstance(name, str):
             raise invalid_params('tools/call needs a string "name"')
         tool = route.target
         if tool is None:
-            raise invalid_params(f"Unknown tool: {name!r}", {"name": name})
+            raise invalid_params(f"Unknown tool: {name!r}{self._suggestion(name, self.server.tools, context)}", {"name": name})
+        if self.server.apps is not None:
+            self.server.apps.may_call(tool, context)
         arguments = params.get("arguments")
         if arguments is None:
             arguments = {}
@@ -360,7 +382,8 @@ class Dispatcher:
             raise invalid_params('prompts/get needs a string "name"')
         prompt = self.server.prompts.get(name)
         if prompt is None:
-            raise invalid_params(f"Unknown prompt: {name!r}", {"name": name})
+            raise invalid_params(f"Unknown prompt: {name!r}{self._suggestion(name, self.server.prompts, context)}",
+                                 {"name": name})
         return await prompt.get(params.get("arguments"), context)
 
     async def _on_complete(self, route: Route, params: dict[str, Any], context: Context) -> dict[str, Any]:
@@ -371,7 +394,7 @@ class Dispatcher:
                 return server.prompts.get(target) is not None
             return server.templates.get(target) is not None or server.resources.get(target) is not None
 
-        return await server.completions.complete(params, known)
+        return await server.completions.complete(params, known, context)
 
     async def _on_listen(self, route: Route, params: dict[str, Any], context: Context) -> dict[str, Any]:
         server = self.server

@@ -8,7 +8,8 @@ newest legacy version), then only `ping` is served until
 server has, as many as a subscription may) and every feature method the modern
 dispatcher has, run by the same handlers. Results follow the negotiated
 version's schema: no `resultType`, cache hints or serverInfo stamp, no
-structured output or output schemas before 2025-06-18, `-32002` for an unknown
+structured output or output schemas before 2025-06-18, no icons before
+2025-11-25, `-32002` for an unknown
 resource. A handler's `InputRequired` becomes real server-to-client requests
 on the call's stream; the answers re-enter the handler with its state in the
 clear. `Context` reads the session where the modern wire reads `_meta`.
@@ -35,6 +36,7 @@ from .._runtime.call import Call, Writer
 from .._runtime.defaults import SESSION_MAX_URI_LENGTH
 from .._runtime.session import Session, SessionRecord, Sessions
 from .._runtime.subscriptions import PROMPTS, RESOURCES, TOOLS
+from .._wire.icons import has_icons
 from .._wire.inputs import InputRequired, read_answers
 from .._wire.jsonrpc import (
     INVALID_REQUEST,
@@ -62,6 +64,8 @@ _MODERN_ONLY = frozenset({"resultType", "ttlMs", "cacheScope", "_meta"})
 # What versions before 2025-06-18 lack (structured tool output).
 _WITHOUT_STRUCTURED = _MODERN_ONLY | {"structuredContent"}
 _NEEDS_SESSION = frozenset({"listChanged", "subscribe"})  # capabilities a stateless server cannot keep
+_LISTED = {"tools/list": "tools", "resources/list": "resources", "resources/templates/list": "resourceTemplates",
+           "prompts/list": "prompts"}  # list methods, and the field of their items
 
 
 def negotiate(requested: Any) -> str:
@@ -71,6 +75,16 @@ def negotiate(requested: Any) -> str:
 
 def has_structured_output(version: str) -> bool:
     return version >= "2025-06-18"
+
+
+def _drop_unknown_fields(result: dict[str, Any], field: str, version: str) -> None:
+    """A list's items without what the negotiated version lacks: icons before 2025-11-25,
+    output schemas before 2025-06-18."""
+    dropped = set() if has_icons(version) else {"icons"}
+    if field == "tools" and not has_structured_output(version):
+        dropped.add("outputSchema")
+    if dropped:
+        result[field] = [{k: v for k, v in item.items() if k not in dropped} for item in result[field]]
 
 
 def legacy_result(result: dict[str, Any], version: str) -> dict[str, Any]:
@@ -174,8 +188,8 @@ class LegacyDispatcher:
         if isinstance(result, bytes):  # a cached modern page: read back for this wire
             result = orjson.loads(result)
         version: str = session.version  # type: ignore[assignment]
-        if method == "tools/list" and not has_structured_output(version):
-            result["tools"] = [{k: v for k, v in tool.items() if k != "outputSchema"} for tool in result["tools"]]
+        if method in _LISTED:
+            _drop_unknown_fields(result, _LISTED[method], version)
         return legacy_result(result, version)
 
     def _may_follow(self, session: Session, uri: str) -> None:
@@ -209,7 +223,7 @@ class LegacyDispatcher:
         result: dict[str, Any] = {
             "protocolVersion": version,
             "capabilities": capabilities,
-            "serverInfo": {"name": server.name, "version": server.version},
+            "serverInfo": server.server_info(icons=has_icons(version)),
         }
         if server.instructions:
             result["instructions"] = server.instructions

@@ -22,6 +22,7 @@ from .._runtime.defaults import SUBSCRIPTION_MAX_URIS, SYNC_MAX_THREADS
 from .._runtime.lifespan import Lifespan
 from .._runtime.subscriptions import PROMPTS, RESOURCE, RESOURCES, TOOLS, Bus, Change, LocalBus, Subscriptions
 from .._runtime.threads import ThreadPool
+from .._wire.icons import Icon, icons_to_wire
 from .._wire.jsonrpc import META_SERVER_INFO
 from .._wire.protocol import Route
 from .._wire.sealing import DEFAULT_TTL_SECONDS, Sealer
@@ -31,6 +32,7 @@ from ..tasks import Tasks
 from .dispatch import Dispatcher
 
 if TYPE_CHECKING:  # imported only where used: a server without them does not load them
+    from ..apps import Apps
     from .._runtime.metrics import Metrics
     from .._runtime.clientstate import StateStore
     from .._runtime.session import SessionStore
@@ -88,6 +90,7 @@ class Server:
         mask_errors: bool = False,
         strict: bool = False,
         store: SharedState | None = None,
+        icons: Sequence[Icon | dict[str, Any]] = (),
         client_state: ClientStateLimits | None = None,
     ) -> None:
         if page_size < 1:
@@ -97,6 +100,7 @@ class Server:
         self.name = name
         self.version = version
         self.instructions = instructions
+        self.icons = icons_to_wire(icons, f"server {name!r}")  # shown for the server: initialize, server/discover
         self.cache = CacheHints(ttl_ms, cache_scope)
         self.sealer = Sealer(state_keys, state_ttl_seconds)
         self.store = store  # state shared with other processes (redisstate.py): its bus and task store
@@ -118,6 +122,7 @@ class Server:
         self.extensions: dict[str, Extension] = {}  # by identifier (extensions.py)
         self.offers_resources = False  # True: resources are announced and served even while none is registered
         self._tasks: Tasks | None = None  # the Tasks extension, once a tool or the app asks for it
+        self.apps: Apps | None = None  # the MCP Apps extension, once `Apps(server)` declares it (apps.py)
         self.metrics: Metrics | None = None  # counted when on; the HTTP server serves /metrics
         if metrics:
             from .._runtime.metrics import Metrics
@@ -175,15 +180,19 @@ class Server:
         a worker thread: only for trivial, never-blocking functions), strict (True: no
         argument coercion for this tool; None: the server's `strict`), task ("optional" or
         "required": a client that declared the Tasks extension gets a task to poll;
-        default "forbidden"), task_after_input (gather MRTR input before becoming a task).
+        default "forbidden"), task_after_input (gather MRTR input before becoming a task),
+        icons (a list of `Icon`, shown beside the tool by clients that draw them),
+        replace (True: take the place of a tool of the same name; without it that is a ValueError).
         """
         if fn is None:
             return lambda f: self.tool(f, **options)
         self.add_tool(fn, **options)
         return fn
 
-    def add_tool(self, fn: Callable[..., Any], *, ttl_ms: int | None = None, cache_scope: str | None = None, **options: Any) -> Tool:
+    def add_tool(self, fn: Callable[..., Any], *, ttl_ms: int | None = None, cache_scope: str | None = None,
+                 replace: bool = False, **options: Any) -> Tool:
         tool = Tool(fn, cache=CacheHints(ttl_ms, cache_scope), **options)
+        _vacant(self.tools, tool.key, "a tool named", "remove_tool", replace)
         if tool.task != "forbidden":
             self.tasks  # declares the extension
         return self.tools.add(tool)
@@ -195,8 +204,13 @@ class Server:
         """Register a resource; a URI with `{...}` registers an RFC 6570 template.
 
         Options: name, title, description, mime_type, ttl_ms, cache_scope, scopes (OAuth
-        scopes a caller's token needs to read it, with `Server(auth=...)`).
+        scopes a caller's token needs to read it, with `Server(auth=...)`), icons (a list of `Icon`),
+        replace (True: take the place of what is registered at the same URI; without it that is a
+        ValueError).
         """
+        if not isinstance(uri, str):  # `@server.resource` with no URI: the function arrived in its place
+            raise TypeError('server.resource needs the URI first: @server.resource("scheme://path") '
+                            '(or a template, "scheme://{name}"), not a bare @server.resource')
 
         def register(fn: F) -> F:
             self.add_resource(fn, uri, **options)
@@ -205,12 +219,17 @@ class Server:
         return register
 
     def add_resource(
-        self, fn: Callable[..., Any], uri: str, *, ttl_ms: int | None = None, cache_scope: str | None = None, **options: Any
+        self, fn: Callable[..., Any], uri: str, *, ttl_ms: int | None = None, cache_scope: str | None = None,
+        replace: bool = False, **options: Any
     ) -> Resource | ResourceTemplate:
         cache = CacheHints(ttl_ms, cache_scope)
         if "{" in uri:
-            return self.templates.add(ResourceTemplate(fn, uri, cache=cache, **options))
-        return self.resources.add(Resource(fn, uri, cache=cache, **options))
+            template = ResourceTemplate(fn, uri, cache=cache, **options)
+            _vacant(self.templates, uri, "a resource template", "remove_resource", replace)
+            return self.templates.add(template)
+        resource = Resource(fn, uri, cache=cache, **options)
+        _vacant(self.resources, uri, "a resource at", "remove_resource", replace)
+        return self.resources.add(resource)
 
     def remove_resource(self, uri: str) -> None:
         """Remove a resource by URI, or a template by its template string."""
@@ -226,15 +245,19 @@ class Server:
         """Register a prompt: `@server.prompt` or `@server.prompt(name=..., title=...)`.
 
         Options: name, title, description, ttl_ms, cache_scope, scopes (OAuth scopes a
-        caller's token needs to get it, with `Server(auth=...)`).
+        caller's token needs to get it, with `Server(auth=...)`), icons (a list of `Icon`), replace
+        (True: take the place of a prompt of the same name; without it that is a ValueError).
         """
         if fn is None:
             return lambda f: self.prompt(f, **options)
         self.add_prompt(fn, **options)
         return fn
 
-    def add_prompt(self, fn: Callable[..., Any], *, ttl_ms: int | None = None, cache_scope: str | None = None, **options: Any) -> Prompt:
-        return self.prompts.add(Prompt(fn, cache=CacheHints(ttl_ms, cache_scope), **options))
+    def add_prompt(self, fn: Callable[..., Any], *, ttl_ms: int | None = None, cache_scope: str | None = None,
+                   replace: bool = False, **options: Any) -> Prompt:
+        prompt = Prompt(fn, cache=CacheHints(ttl_ms, cache_scope), **options)
+        _vacant(self.prompts, prompt.key, "a prompt named", "remove_prompt", replace)
+        return self.prompts.add(prompt)
 
     def remove_prompt(self, name: str) -> None:
         self.prompts.remove(name)
@@ -290,6 +313,14 @@ class Server:
 
     # -- what is offered --------------------------------------------------
 
+    def server_info(self, icons: bool = True) -> dict[str, Any]:
+        """The server's `Implementation` (`initialize`'s serverInfo, `server/discover`'s serverInfo stamp);
+        `icons=False` for a revision without them. Other results carry only name and version."""
+        info: dict[str, Any] = {"name": self.name, "version": self.version}
+        if icons and self.icons:
+            info["icons"] = self.icons
+        return info
+
     def has_tools(self) -> bool:
         return len(self.tools) > 0
 
@@ -298,6 +329,12 @@ class Server:
 
     def has_prompts(self) -> bool:
         return len(self.prompts) > 0
+
+    def check(self) -> None:
+        """Raise ValueError naming what cannot be served as registered where registration could not tell,
+        decorators running in any order (a tool naming a view the server lacks): run at start-up."""
+        if self.apps is not None:
+            self.apps.check()
 
     def _changed(self, kind: str) -> None:
         self.dispatcher.forget_discover()
@@ -348,3 +385,11 @@ class Server:
         from .._cli.runner import run
 
         run(self, transport, **options)
+
+
+def _vacant(catalog: Catalog[Any], key: str, what: str, remover: str, replace: bool) -> None:
+    """Refuse a second registration under one name or URI, unless the author says `replace=True`: one
+    silently taking the place of another is almost always a copy-paste slip."""
+    if not replace and catalog.get(key) is not None:
+        raise ValueError(f"{what} {key!r} is already registered; pass replace=True to replace it, "
+                         f"or call server.{remover}({key!r}) first")

@@ -22,6 +22,7 @@ from .._wire.sealing import Sealer
 from ..tasks import Tasks
 
 if TYPE_CHECKING:  # loaded only by a server that uses them
+    from ..apps import Apps
     from .._runtime.metrics import Metrics
     from ..auth import Auth
     from ..middleware import Middleware
@@ -47,6 +48,7 @@ class App(ContextHost, Protocol):
     resources: Catalog[Resource]
     templates: Catalog[ResourceTemplate]
     prompts: Catalog[Prompt]
+    apps: Apps | None
 
     @property
     def tasks(self) -> Tasks: ...
@@ -64,6 +66,8 @@ class App(ContextHost, Protocol):
     def has_prompts(self) -> bool: ...
 
     def capabilities(self, extensions: bool = True) -> dict[str, Any]: ...
+
+    def server_info(self, icons: bool = True) -> dict[str, Any]: ...
 
 
 class Methods(Protocol):

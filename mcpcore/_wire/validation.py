@@ -142,6 +142,11 @@ def check_supported(schema: Any) -> None:
         stack.extend((sub, f"{where}/{location}") for location, sub in subschemas(node))
 
 
+def _count(number: Any, noun: str) -> str:
+    """`1 character`, `3 characters`: a bound said in words that read right."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
 def _join(path: str, key: str | int) -> str:
     if isinstance(key, int):
         return f"{path}[{key}]"
@@ -329,9 +334,9 @@ class Validator:
                     raise SchemaViolation(_join(path, key), f"is not an accepted field (accepted: {allowed})")
                 self._check(item, extra, _join(path, key), depth + 1)
         if "minProperties" in schema and len(value) < schema["minProperties"]:
-            raise SchemaViolation(path, f"needs at least {schema['minProperties']} fields")
+            raise SchemaViolation(path, f"needs at least {_count(schema['minProperties'], 'field')}")
         if "maxProperties" in schema and len(value) > schema["maxProperties"]:
-            raise SchemaViolation(path, f"allows at most {schema['maxProperties']} fields")
+            raise SchemaViolation(path, f"allows at most {_count(schema['maxProperties'], 'field')}")
         for name, needed in schema.get("dependentRequired", {}).items():
             if name in value:
                 for other in needed:
@@ -354,9 +359,9 @@ class Validator:
             for index in range(len(prefix), len(value)):
                 self._check(value[index], items, _join(path, index), depth + 1)
         if "minItems" in schema and len(value) < schema["minItems"]:
-            raise SchemaViolation(path, f"needs at least {schema['minItems']} items, got {len(value)}")
+            raise SchemaViolation(path, f"needs at least {_count(schema['minItems'], 'item')}, got {len(value)}")
         if "maxItems" in schema and len(value) > schema["maxItems"]:
-            raise SchemaViolation(path, f"allows at most {schema['maxItems']} items, got {len(value)}")
+            raise SchemaViolation(path, f"allows at most {_count(schema['maxItems'], 'item')}, got {len(value)}")
         if schema.get("uniqueItems"):
             seen: set[Any] = set()  # linear: each item's canonical form is hashed once
             for index, item in enumerate(value):
@@ -371,7 +376,7 @@ class Validator:
                 raise SchemaViolation(path, "contains no item of the required kind" if least == 1
                                       else f"needs at least {least} items of the required kind, has {found}")
             if most is not None and found > most:
-                raise SchemaViolation(path, f"allows at most {most} items of the required kind, has {found}")
+                raise SchemaViolation(path, f"allows at most {_count(most, 'item')} of the required kind, has {found}")
 
     def _check_composition(self, value: Any, schema: dict[str, Any], path: str, depth: int) -> None:
         for sub in schema.get("allOf", ()):
@@ -429,9 +434,9 @@ def _alternatives(schemas: list[Any]) -> str:
 
 def _check_string(value: str, schema: dict[str, Any], path: str) -> None:
     if "minLength" in schema and len(value) < schema["minLength"]:
-        raise SchemaViolation(path, f"needs at least {schema['minLength']} characters")
+        raise SchemaViolation(path, f"needs at least {_count(schema['minLength'], 'character')}")
     if "maxLength" in schema and len(value) > schema["maxLength"]:
-        raise SchemaViolation(path, f"allows at most {schema['maxLength']} characters")
+        raise SchemaViolation(path, f"allows at most {_count(schema['maxLength'], 'character')}")
     if "pattern" in schema and not _regex(schema["pattern"]).search(value):
         raise SchemaViolation(path, f"must match the pattern {schema['pattern']!r}")
 

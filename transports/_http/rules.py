@@ -341,7 +341,16 @@ def decode_header_value(value: str) -> str:
 
 
 def _mismatch(message: str, request_id: Any) -> Rejection:
-    return Rejection(400, McpError(HEADER_MISMATCH, f"Header mismatch: {message}"), request_id)
+    return Rejection(400, McpError(HEADER_MISMATCH, message), request_id)
+
+
+def _differs(problem: str) -> str:
+    return f"Header mismatch: {problem}"
+
+
+def _missing(header: str, why: str) -> str:
+    """A required MCP header that is absent: said as missing (not as a disagreement), naming it."""
+    return f"Missing header {header}: {why}"
 
 
 def _same_value(kind: str, header: str, value: Any) -> bool:
@@ -365,14 +374,14 @@ def _disagreement(
     """Why header `name` does not mirror `value` (the body's `what`), or None when it does."""
     header = headers.get(name.lower())
     if value is None:
-        return None if header is None else f"{name} is present but {what} is not"
+        return None if header is None else _differs(f"{name} is present but {what} is not")
     if header is None:
-        return f"the {name} header is required when {what} is given"
+        return _missing(name, f"it is required when {what} is given")
     try:
         decoded = decode_header_value(header)
     except ValueError as error:
-        return f"{name} {error}"
-    return None if same(decoded, value) else f"{name} {decoded!r} differs from {what} {value!r}"
+        return _differs(f"{name} {error}")
+    return None if same(decoded, value) else _differs(f"{name} {decoded!r} differs from {what} {value!r}")
 
 
 def check_mcp_headers(
@@ -383,20 +392,23 @@ def check_mcp_headers(
     if repeated:
         twice = sorted(name for name in repeated if name.startswith("mcp-"))
         if twice:
-            return _mismatch(f"the {twice[0]} header came more than once; send each MCP header once", request_id)
+            return _mismatch(_differs(f"the {twice[0]} header came more than once; send each MCP header once"), request_id)
     params = message.get("params")
     params = params if isinstance(params, dict) else {}
     meta = params.get("_meta")
     body_version = meta.get(META_VERSION) if isinstance(meta, dict) else None
     version = headers.get("mcp-protocol-version")
     if version is None:
-        return _mismatch("the MCP-Protocol-Version header is required", request_id)
+        return _mismatch(_missing("MCP-Protocol-Version", "every request sends the protocol version it speaks"), request_id)
     if isinstance(body_version, str) and version != body_version:
-        return _mismatch(f"MCP-Protocol-Version {version!r} differs from _meta protocolVersion {body_version!r}", request_id)
+        return _mismatch(_differs(f"MCP-Protocol-Version {version!r} differs from _meta protocolVersion {body_version!r}"),
+                         request_id)
     method = headers.get("mcp-method")
+    if method is None:
+        return _mismatch(_missing("Mcp-Method", "every request sends its method"), request_id)
     if method != message["method"]:
-        what = "is required" if method is None else f"{method!r} differs from the body's method {message['method']!r}"
-        return _mismatch(f"the Mcp-Method header {what}", request_id)
+        return _mismatch(_differs(f"the Mcp-Method header {method!r} differs from the body's method {message['method']!r}"),
+                         request_id)
     field_name = route.name_field
     if field_name is not None:
         body_name = params.get(field_name)
