@@ -57,6 +57,7 @@ async def test_a_stdio_client_keeps_its_state_over_many_calls(era: str) -> None:
             assert await tool(client, "recall", key="profile") == {"value": None}
 
 
+@pytest.mark.usefixtures("http_flavour")
 async def test_a_2025_session_keeps_its_state_over_many_calls_and_no_other_session_sees_it() -> None:
     async with running(state_server.build()) as served:
         async with http(served.port, era=LEGACY) as first, http(served.port, era=LEGACY) as second:
@@ -81,6 +82,7 @@ async def test_state_ends_with_its_session() -> None:
     assert await session.client_place().read("count", limits) is None
 
 
+@pytest.mark.usefixtures("http_flavour")  # the built-in server and the ASGI adapter
 async def test_a_stateless_principal_keeps_its_state_and_another_principal_never_sees_it() -> None:
     async with running(state_server.build_guarded()) as served:
         async with http(served.port, token="ann-token") as ann, http(served.port, token="bob-token") as bob:
