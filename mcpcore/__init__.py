@@ -13,6 +13,7 @@ from ._app.depends import Depends
 from ._app.prompts import Message
 from ._app.typeschema import Field
 from ._runtime.call import Call, Writer
+from ._runtime.clientstate import ClientState, ClientStateFull, ClientStateLimits
 from ._serving.server import Server
 from ._wire.icons import Icon
 from ._wire.inputs import Elicit, ElicitAnswer, ElicitUrl, InputRequired, ListRoots, Root, Sample, SampleAnswer
@@ -21,6 +22,9 @@ from ._wire.jsonrpc import InvalidParams, McpError, ResourceNotFound, ToolError
 __all__ = [
     "Audio",
     "Call",
+    "ClientState",
+    "ClientStateFull",
+    "ClientStateLimits",
     "Context",
     "Depends",
     "Elicit",

@@ -1,12 +1,13 @@
 """State several mcpcore processes share on one Redis: the change bus, the task store, 2025-era
-sessions, the key check.
+sessions, per-client state, the key check.
 
 `Server(store=RedisState("redis://host:6379/0"))` (or `mcpcore run --redis URL`, or
-`MCPCORE_REDIS_URL`) gives the server a `RedisBus`, a `RedisTaskStore` and a
-`RedisSessionStore`, so any process behind a load balancer can answer any request:
-a change announced in one process reaches the `subscriptions/listen` streams of all
-of them, a task created in one is polled, answered and cancelled in any other, and
-a 2025-era session opened in one is served by all. Needs the
+`MCPCORE_REDIS_URL`) gives the server a `RedisBus`, a `RedisTaskStore`, a
+`RedisSessionStore` and a `RedisStateStore`, so any process behind a load balancer can
+answer any request: a change announced in one process reaches the `subscriptions/listen`
+streams of all of them, a task created in one is polled, answered and cancelled in any
+other, a 2025-era session opened in one is served by all, and a client's state
+(`ctx.client_state`) written in one is read in all. Needs the
 `redis` package (`pip install 'mcpcore[redis]'`), imported only here.
 
 Theory of operation. `RedisState` is entered with the server's lifespan: it
@@ -29,7 +30,9 @@ principal's sessions (counted, against its share, by a script that first drops t
 sessions whose hash is gone; expired with the last of them), tells changes, ends and relayed
 client responses on a second channel the bus's receiver also hears, keeps the
 events of resumable streams in a Redis Stream per session, and watches the copies
-this process holds for an expiry nobody tells.
+this process holds for an expiry nobody tells. Per-client state is a hash per client
+written by one script that checks every bound; a session's lives and ends with the
+session's hash, a stateless client's expires on its own and is counted in a sorted set.
 A Redis error in a request is `StateUnavailable` (-32603 saying so), never a hang:
 every command has a timeout.
 """
@@ -52,6 +55,7 @@ import orjson
 import redis.asyncio as redis
 from redis.exceptions import RedisError, WatchError
 
+from ._runtime.clientstate import ClientStateLimits, refusal
 from ._runtime.defaults import HTTP_SESSION_EVENTS
 from ._runtime.session import SessionChange, SessionRecord, Sessions, StoredEvent, share_taken
 from ._runtime.subscriptions import Change, LocalBus, Subscriber, on_the_loop
@@ -61,7 +65,7 @@ from .taskstore import RecordChange, TaskRecord, TooManyTasks
 if TYPE_CHECKING:
     from ._serving.server import Server
 
-__all__ = ["RedisBus", "RedisSessionStore", "RedisState", "RedisTaskStore", "StateUnavailable"]
+__all__ = ["RedisBus", "RedisSessionStore", "RedisState", "RedisStateStore", "RedisTaskStore", "StateUnavailable"]
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +98,7 @@ class RedisState:
         self.client: Any = redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
         self.bus = RedisBus(self, max_pending)
         self.tasks = RedisTaskStore(self)
+        self.client_states = RedisStateStore(self)
         self.sessions = RedisSessionStore(self, max_relayed, max_events)
         self._loops: list[asyncio.Task[None]] = []
         self._signing = ""  # the fingerprint of the key this process seals with
@@ -467,12 +472,13 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 """
 CLAIM_SECONDS = 60.0  # how long a claimed place waits for its initialize to be saved (capped by the idle time)
-# Read a session's hash and restart its idle clock, and its owner's set's (in one round trip: every request
-# of a session reads its record). KEYS: the session's hash. ARGV: the idle time in ms, the key prefix of
-# principals' sets.
+# Read a session's hash and restart its idle clock, its client state's and its owner's set's (in one round
+# trip: every request of a session reads its record). KEYS: the session's hash, its client state's. ARGV: the
+# idle time in ms, the key prefix of principals' sets.
 _LOAD = """
 local fields = redis.call('HGETALL', KEYS[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[2], ARGV[1])
 local owner = redis.call('HGET', KEYS[1], 'owner')
 if owner then redis.call('PEXPIRE', ARGV[2] .. owner, ARGV[1]) end
 return fields
@@ -506,6 +512,12 @@ class RedisSessionStore:
 
     def _events_key(self, session_id: str) -> str:
         return self._state.key("session-events", session_id)
+
+    def _state_key(self, session_id: str) -> str:
+        return self._state.client_states.key(_SESSION_SCOPE + session_id)
+
+    def client_place(self, session_id: str, ttl: float) -> RedisPlace:
+        return RedisPlace(self._state.client_states, _SESSION_SCOPE + session_id, ttl)
 
     def _told(self, session_id: str, event: dict[str, Any]) -> bytes:
         return orjson.dumps({"o": self._origin, "s": session_id, "e": event})
@@ -543,7 +555,8 @@ class RedisSessionStore:
 
     async def load(self, session_id: str, ttl: float) -> SessionRecord | None:
         with _reaching("reading the session"):
-            found = await self._load(keys=[self._key(session_id)], args=[_ms(ttl), self._owned_key("")])
+            found = await self._load(keys=[self._key(session_id), self._state_key(session_id)],
+                                     args=[_ms(ttl), self._owned_key("")])
         return _session_record(session_id, dict(zip(found[::2], found[1::2])))
 
     async def change(self, session_id: str, change: SessionChange, ttl: float) -> int:
@@ -568,7 +581,7 @@ class RedisSessionStore:
     async def delete(self, session_id: str) -> None:
         with _reaching("ending the session"):
             async with self._state.client.pipeline(transaction=True) as pipe:
-                pipe.delete(self._key(session_id), self._events_key(session_id))
+                pipe.delete(self._key(session_id), self._events_key(session_id), self._state_key(session_id))
                 pipe.publish(self._channel, self._told(session_id, {"end": True}))
                 await pipe.execute()
 
@@ -646,6 +659,7 @@ class RedisSessionStore:
             for session in held:  # a call in flight keeps its session, and its place in its principal's share
                 if session.calls:
                     pipe.pexpire(self._key(session.id), _ms(sessions.idle_timeout))  # type: ignore[arg-type]
+                    pipe.pexpire(self._state_key(session.id), _ms(sessions.idle_timeout))  # type: ignore[arg-type]
                     if session.principal is not None:
                         pipe.pexpire(self._owned_key(session.principal), _ms(sessions.idle_timeout))
             found = await pipe.execute()
@@ -654,6 +668,104 @@ class RedisSessionStore:
                 sessions.follow(session.id, _session_record(session.id, there))  # type: ignore[arg-type]
             elif not there:
                 sessions.follow(session.id, None)  # type: ignore[arg-type]
+
+
+# Per-client state (`ctx.client_state`): a hash per client, its values under "v:" + key beside their total
+# size ("size", present while any value is), expired by Redis when idle; a session's lives as its session
+# (its load and its end touch it too), a stateless client's for the limits' ttl, counted in a sorted set of
+# those clients by expiry. KEYS: the client's hash, the set. ARGV: "set" or "del", the key, the value, the
+# idle time in ms, the most keys, the most bytes, the most clients ('': a session's, not counted), the
+# client's scope (its member in the set). Returns "ok", or the bound a set would pass.
+_STATE_WRITE = """
+local field = 'v:' .. ARGV[2]
+local old = redis.call('HGET', KEYS[1], field)
+local size = tonumber(redis.call('HGET', KEYS[1], 'size') or '0')
+local counted = ARGV[7] ~= ''
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if ARGV[1] == 'del' then
+  if not old then return 'ok' end
+  if redis.call('HLEN', KEYS[1]) <= 2 then
+    redis.call('DEL', KEYS[1])
+    if counted then redis.call('ZREM', KEYS[2], ARGV[8]) end
+    return 'ok'
+  end
+  redis.call('HDEL', KEYS[1], field)
+  redis.call('HSET', KEYS[1], 'size', size - #old)
+else
+  if counted and redis.call('EXISTS', KEYS[1]) == 0 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+    if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[7]) then return 'clients' end
+  end
+  if not old and redis.call('HLEN', KEYS[1]) - 1 >= tonumber(ARGV[5]) then return 'keys' end
+  size = size - (old and #old or 0) + #ARGV[3]
+  if size > tonumber(ARGV[6]) then return 'bytes' end
+  redis.call('HSET', KEYS[1], field, ARGV[3], 'size', size)
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+if counted then redis.call('ZADD', KEYS[2], now + tonumber(ARGV[4]), ARGV[8]) end
+return 'ok'
+"""
+# Read a value and restart the client's idle clock (a stateless client's also in the set, if it is there).
+# KEYS: the client's hash, the set. ARGV: the key, the idle time in ms, the client's scope ('': a session's).
+_STATE_READ = """
+local value = redis.call('HGET', KEYS[1], 'v:' .. ARGV[1])
+if redis.call('PEXPIRE', KEYS[1], ARGV[2]) == 1 and ARGV[3] ~= '' then
+  local t = redis.call('TIME')
+  redis.call('ZADD', KEYS[2], 'XX', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2]), ARGV[3])
+end
+return value
+"""
+_SESSION_SCOPE = "session:"  # a session's client state, by its id
+
+
+class RedisStateStore:
+    """A `StateStore` on Redis: each client's state a hash Redis expires when idle, written and checked
+    against every bound by one script (concurrent writes through any processes never pass one)."""
+
+    def __init__(self, state: RedisState) -> None:
+        self._state = state
+        self._index = state.key("client-states")
+        self._write = state.client.register_script(_STATE_WRITE)
+        self._read = state.client.register_script(_STATE_READ)
+
+    def key(self, scope: str) -> str:
+        return self._state.key("client-state", scope)
+
+    async def read(self, scope: str, key: str, limits: ClientStateLimits) -> bytes | None:
+        return await self.read_in(scope, key, limits.ttl, counted=True)
+
+    async def write(self, scope: str, key: str, value: bytes | None, limits: ClientStateLimits) -> None:
+        await self.write_in(scope, key, value, limits, limits.ttl, counted=True)
+
+    async def read_in(self, scope: str, key: str, ttl: float, counted: bool) -> bytes | None:
+        """`read` in a place living `ttl` idle seconds, among the counted clients or not (a session's)."""
+        with _reaching("reading the client state"):
+            return await self._read(keys=[self.key(scope), self._index], args=[key, _ms(ttl), scope if counted else ""])
+
+    async def write_in(self, scope: str, key: str, value: bytes | None, limits: ClientStateLimits, ttl: float,
+                       counted: bool) -> None:
+        args = ["del" if value is None else "set", key, value or b"", _ms(ttl), limits.max_keys, limits.max_bytes,
+                limits.max_clients if counted else "", scope]
+        with _reaching("writing the client state"):
+            outcome = (await self._write(keys=[self.key(scope), self._index], args=args)).decode()
+        if outcome != "ok":
+            raise refusal(outcome, limits)
+
+
+class RedisPlace:
+    """A 2025-era session's client state on Redis: it lives as its session (`RedisSessionStore`)."""
+
+    __slots__ = ("_store", "_scope", "_ttl")
+
+    def __init__(self, store: RedisStateStore, scope: str, ttl: float) -> None:
+        self._store, self._scope, self._ttl = store, scope, ttl
+
+    async def read(self, key: str, limits: ClientStateLimits) -> bytes | None:
+        return await self._store.read_in(self._scope, key, self._ttl, counted=False)
+
+    async def write(self, key: str, value: bytes | None, limits: ClientStateLimits) -> None:
+        await self._store.write_in(self._scope, key, value, limits, self._ttl, counted=False)
 
 
 def _ms(seconds: float) -> int:

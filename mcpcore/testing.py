@@ -39,6 +39,7 @@ import orjson
 
 from ._app.signature import run_callback
 from ._runtime.call import Call
+from ._runtime.clientstate import Bucket
 from ._runtime.session import Session
 from ._serving.server import Server
 from ._wire.jsonrpc import (
@@ -107,6 +108,7 @@ class _Memory:
     def __init__(self, server: Server, principal: str | None, auth: Any) -> None:
         self.server, self.principal, self.auth = server, principal, auth
         self.session: Session | None = None  # the 2025-era session, from initialize on
+        self.client_state = Bucket()  # its state on the 2026-07-28 wire: one client, as over stdio
 
     async def open(self) -> None:
         await self.server.lifespan.__aenter__()
@@ -119,7 +121,7 @@ class _Memory:
     async def exchange(self, message: dict[str, Any], heard: Heard, legacy: bool) -> dict[str, Any] | None:
         if legacy and message["method"] == "initialize":
             self.session = Session(None, self.principal)
-        writer = _Recorder(heard, self.session)
+        writer = _Recorder(heard, self.session, self.client_state)
         await self.server.handle(Call(message, principal=self.principal, auth=self.auth, session=self.session), writer)
         return writer.response
 
@@ -131,9 +133,10 @@ class _Memory:
 class _Recorder:
     """The writer of one in-memory call: every message to `heard`, a server request's answer to the session."""
 
-    def __init__(self, heard: Heard, session: Session | None) -> None:
+    def __init__(self, heard: Heard, session: Session | None, client_place: Bucket) -> None:
         self.heard = heard
         self.session = session
+        self.client_place = client_place  # the in-memory client's state (`ctx.client_state`), as stdio's writers have
         self.response: dict[str, Any] | None = None
 
     async def notify(self, message: bytes) -> None:

@@ -179,6 +179,9 @@ def test_the_guides_own_examples_answer_as_their_text_says() -> None:
                 {"item": "apple", "available": True}
             missing = await client.call_tool("stock", {"item": "kiwi"})
             assert missing.is_error and missing.text == "No item 'kiwi'; try one of ['apple', 'pear']"
+            await client.call_tool("add_to_cart", {"item": "apple"})
+            cart = (await client.call_tool("add_to_cart", {"item": "pear"})).result["content"]
+            assert [block["text"] for block in cart] == ["apple", "pear"]  # the client's state, kept between calls
         async with Client(run_page(DOCS / "tools.md")["weather"], strict=True) as client:  # the icons section
             assert [icon["theme"] for icon in (await client.list_tools())[0]["icons"]] == ["light", "dark"]
         async with Client(run_page(DOCS / "resources-and-prompts.md")["server"], strict=True) as client:

@@ -204,6 +204,9 @@ def test_the_public_api_is_pinned() -> None:
     assert mcpcore.__all__ == [
         "Audio",
         "Call",
+        "ClientState",
+        "ClientStateFull",
+        "ClientStateLimits",
         "Context",
         "Depends",
         "Elicit",

@@ -27,6 +27,7 @@ from typing import Any, Callable
 import anyio
 
 from mcpcore._runtime.call import Call
+from mcpcore._runtime.clientstate import Bucket
 from mcpcore._runtime.defaults import (
     PORTABLE_ENV, STDIO_GRACE_PERIOD, STDIO_MAX_HELD, STDIO_MAX_IN_FLIGHT, STDIO_MAX_LINE_BYTES, portable_forced,
 )
@@ -184,6 +185,11 @@ class _CallWriter:
         if not self.call.cancelled:
             await self.session.write(message)
 
+    @property
+    def client_place(self) -> Bucket:
+        """The process's one client's state (`ctx.client_state`): read only by a call that uses it."""
+        return self.session.client_state
+
 
 class StdioSession:
     """Reads requests from one input fd and serves them until EOF or `stop()`."""
@@ -209,6 +215,7 @@ class StdioSession:
         self.calls: dict[Any, Call] = {}  # by request id: running or held
         self.era: str | None = None  # fixed by the first request: "modern", or "legacy" after initialize
         self.session: Session | None = None  # the process's legacy session
+        self.client_state = Bucket()  # the one client's state on the 2026-07-28 wire (`ctx.client_state`)
         self._forwarder: asyncio.Task[None] | None = None  # list changes and updates to a legacy client
         self._parts: list[bytes] = []  # the current, still unterminated line
         self._corked: list[bytes] | None = None  # answers gathered while a chunk of several lines is served

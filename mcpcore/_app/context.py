@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 from .._runtime.call import Call, Writer
+from .._runtime.clientstate import ClientState, ClientStates
 from .._runtime.lifespan import Lifespan
 from .._runtime.threads import ThreadPool
 from .._wire.jsonrpc import (
@@ -50,6 +51,7 @@ class Host(Protocol):
     mask_errors: bool
     threads: ThreadPool
     lifespan: Lifespan[Any]
+    client_states: ClientStates
 
 
 class Context:
@@ -99,6 +101,16 @@ class Context:
     def lifespan(self) -> Any:
         """What the server's lifespan start-up yielded (`Server(lifespan=...)`); None without one."""
         return self._server.lifespan.value
+
+    @property
+    def client_state(self) -> ClientState:
+        """The calling client's state, a small JSON mapping kept between its calls (`await
+        ctx.client_state.get(key)`, `set`, `delete`): its 2025-era session's, the stdio process's, or
+        on a stateless request its principal's and `_meta["dev.mcpcore/clientStateKey"]`'s (-32602
+        when it names neither). Made on use: a call that never reads it pays nothing."""
+        call = self._call
+        return self._server.client_states.of(call.session, getattr(self._writer, "client_place", None), call.principal,
+                                             self.meta)
 
     @property
     def principal(self) -> str | None:

@@ -18,12 +18,16 @@ from typing import TYPE_CHECKING, Any, Mapping, Protocol
 if TYPE_CHECKING:
     from .._wire.protocol import Route
     from ..auth import AccessToken
+    from .clientstate import Place
 
 NO_HEADERS: Mapping[str, str] = MappingProxyType({})
 
 
 class Writer(Protocol):
-    """Where one call's output goes. `respond` is called exactly once, last."""
+    """Where one call's output goes. `respond` is called exactly once, last.
+
+    A transport whose calls all come from one client (stdio's process) also gives its writers a
+    `client_place`: that client's state (`ctx.client_state`), looked up only by a call that uses it."""
 
     async def notify(self, message: bytes) -> None: ...
 
@@ -35,6 +39,10 @@ class SessionTag(Protocol):
     """What a call shows of the 2025-era session it belongs to (`session.Session` is one)."""
 
     id: str | None  # None on stdio, where the process is the session
+    one_request: bool  # a stateless server's stand-in, living for one request
+
+    def client_place(self) -> Place:
+        """Where its per-client state lives (`ctx.client_state`)."""
 
 
 class Cancellable(Protocol):

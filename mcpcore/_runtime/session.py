@@ -8,6 +8,8 @@ level set by `logging/setLevel`, and the resource URIs it subscribed to (a bus
 subscription). Server-to-client requests (`elicitation/create`,
 `sampling/createMessage`, `roots/list`) go out through the writer of the call
 that asks, and the client's responses come back through `deliver`.
+A session also holds its client's state (`client_place`, read by `ctx.client_state`): in memory, dropped
+when it closes, or for a shared session beside its record in the store, ended and expired with it.
 `Sessions` is the HTTP transport's bounded registry with idle expiry: a place per
 session, and for an authenticated principal a share of the places
 (`max_sessions_per_principal`), taken by `reserve` and given back on every path
@@ -40,6 +42,7 @@ import orjson
 
 from .._wire.jsonrpc import INVALID_REQUEST, McpError, encode_notification, is_request_id
 from .call import Call, Writer
+from .clientstate import Bucket, Place
 from .defaults import HTTP_SESSION_SHARE
 from .subscriptions import METHODS, PROMPTS, RESOURCES, TOOLS, Bus, Filter, Subscriber, deadline
 
@@ -95,7 +98,10 @@ class SessionStore(Protocol):
         """Change the record, and tell the processes holding a copy (`Sessions.heard`); its new revision."""
 
     async def delete(self, session_id: str) -> None:
-        """End the session in every process."""
+        """End the session in every process (its client state with it)."""
+
+    def client_place(self, session_id: str, ttl: float) -> Place:
+        """Where the session's client state lives: ended with it, expiring after `ttl` idle seconds as it does."""
 
     def relay(self, session_id: str, event: dict[str, Any]) -> None:
         """Pass `{"answer": response}`, `{"cancel": request_id}` or `{"post": message, ...}` (for an HTTP+SSE
@@ -176,6 +182,7 @@ class Session:
         self.last_seen = 0.0
         self.one_request = False  # a stateless server's stand-in, for one HTTP POST (`for_one_request`)
         self.cannot_ask: str | None = None  # why server-to-client requests cannot reach its client, if they cannot
+        self._client_place: Place | None = None  # its client state (`ctx.client_state`), made on first use
 
     @classmethod
     def for_one_request(cls, principal: str | None, version: str | None) -> Session:
@@ -190,6 +197,12 @@ class Session:
         if version is not None:
             session.version, session.initialized = version, True
         return session
+
+    def client_place(self) -> Place:
+        """Its client state: in this process's memory, or (shared) beside its record in the store."""
+        if self._client_place is None:
+            self._client_place = Bucket() if self.store is None else self.store.client_place(self.id, self.ttl)  # type: ignore[arg-type]
+        return self._client_place
 
     @property
     def negotiated(self) -> bool:
@@ -292,6 +305,7 @@ class Session:
     def close(self) -> None:
         """The session ended: cancel its calls, wake whoever waits on it."""
         self.closed = True
+        self._client_place = None  # a local session's state ends with it (a shared one's, with its record)
         self.changes.close()
         if self._bus is not None:
             self._bus.detach(self.changes)

@@ -17,6 +17,7 @@ from .._app.prompts import Prompt
 from .._app.resources import Resource, ResourceTemplate
 from .._app.tools import Tool
 from .._runtime.call import Call, Writer
+from .._runtime.clientstate import ClientStateLimits, ClientStates
 from .._runtime.defaults import SUBSCRIPTION_MAX_URIS, SYNC_MAX_THREADS
 from .._runtime.lifespan import Lifespan
 from .._runtime.subscriptions import PROMPTS, RESOURCE, RESOURCES, TOOLS, Bus, Change, LocalBus, Subscriptions
@@ -33,6 +34,7 @@ from .dispatch import Dispatcher
 if TYPE_CHECKING:  # imported only where used: a server without them does not load them
     from ..apps import Apps
     from .._runtime.metrics import Metrics
+    from .._runtime.clientstate import StateStore
     from .._runtime.session import SessionStore
     from ..auth import Auth
     from ..middleware import Middleware
@@ -48,6 +50,7 @@ class SharedState(Protocol):
     bus: Bus  # changes, to the subscriptions of every process
     tasks: TaskStore  # tasks, reachable from every process
     sessions: SessionStore | None  # 2025-era HTTP sessions, served by every process (None: each process its own)
+    client_states: StateStore  # stateless clients' state (`ctx.client_state`), reachable from every process
 
     async def start(self, server: Server) -> None:
         """Connect and check (the lifespan's first step); raise when it cannot serve."""
@@ -88,6 +91,7 @@ class Server:
         strict: bool = False,
         store: SharedState | None = None,
         icons: Sequence[Icon | dict[str, Any]] = (),
+        client_state: ClientStateLimits | None = None,
     ) -> None:
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
@@ -125,6 +129,7 @@ class Server:
 
             self.metrics = Metrics()
         self.lifespan: Lifespan[Server] = Lifespan(self, lifespan)  # every transport serves inside `async with server.lifespan`
+        self.client_states = ClientStates(client_state, store.client_states if store else None)  # `ctx.client_state`
         self.dispatcher = Dispatcher(self)
 
     @property
@@ -137,12 +142,13 @@ class Server:
 
     def use_store(self, store: SharedState) -> None:
         """Share state with other processes through `store` (before serving): its bus carries changes,
-        its task store keeps tasks, its session store 2025-era HTTP sessions (`mcpcore run --redis URL`
-        does this with a `RedisState`)."""
+        its task store keeps tasks, its session store 2025-era HTTP sessions, its state store the stateless
+        clients' state (`mcpcore run --redis URL` does this with a `RedisState`)."""
         if self.lifespan.entered:
             raise RuntimeError("use_store() comes before the server serves")
         self.store = store
         self.subscriptions.bus = store.bus
+        self.client_states.store = store.client_states
         if self._tasks is not None:
             self._tasks.store = store.tasks
 
