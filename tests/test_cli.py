@@ -94,8 +94,9 @@ def test_worker_arguments_drop_the_workers_option_in_both_spellings() -> None:
     assert _without_option(["run", "--workers=3", "s.py"], "--workers") == ["run", "s.py"]
 
 
-def test_the_random_key_warning_comes_at_start_not_at_shutdown() -> None:
-    command = [sys.executable, "-m", "mcpcore", "run", str(ROOT / "examples" / "echo_server.py"), "--transport", "http", "--port", "0"]
+def test_the_random_key_note_comes_at_start_not_at_shutdown() -> None:
+    command = [sys.executable, "-m", "mcpcore", "run", str(ROOT / "examples" / "echo_server.py"), "--transport", "http", "--port", "0",
+               "--log-level", "debug"]
     process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, cwd=ROOT, env={**os.environ, "MCPCORE_STATE_KEYS": ""})
     try:
         assert process.stderr is not None

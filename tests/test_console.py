@@ -108,9 +108,9 @@ async def _all_stderr(options: list[str], env: dict[str, str]) -> str:
     return seen.decode()
 
 
-async def test_one_process_with_a_random_key_is_told_so_at_info_only() -> None:
-    assert "random per-process key" in await _all_stderr([], {"MCPCORE_STATE_KEYS": ""})
-    assert "random per-process key" not in await _all_stderr(["--log-level", "warning"], {"MCPCORE_STATE_KEYS": ""})
+async def test_one_process_with_a_random_key_is_told_so_at_debug_only() -> None:
+    assert "random per-process key" in await _all_stderr(["--log-level", "debug"], {"MCPCORE_STATE_KEYS": ""})
+    assert "random per-process key" not in await _all_stderr([], {"MCPCORE_STATE_KEYS": ""})
 
 
 async def test_stdio_on_a_terminal_says_so_on_stderr_and_ctrl_d_stops_it() -> None:

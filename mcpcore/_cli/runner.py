@@ -135,8 +135,9 @@ async def _serve(server: Server, transport: str, options: dict[str, Any]) -> Non
                 if a_worker or SUPERVISOR_ENV in os.environ:  # stop with the supervisor
                     tasks.start_soon(_stop_when_orphaned, http.stop)
                 if not server.sealer.configured:  # said at start, while someone reads it
-                    # It matters where several processes serve one server; one process alone loses nothing.
-                    log.log(logging.WARNING if a_worker else logging.INFO,
+                    # It matters where several processes serve one server; one process alone loses nothing,
+                    # so there it is a debug line, not noise on every start.
+                    log.log(logging.WARNING if a_worker else logging.DEBUG,
                             "requestState is sealed with a random per-process key; set MCPCORE_STATE_KEYS "
                             "(or Server(state_keys=...)) so that several server processes accept each other's state")
         else:
