@@ -120,6 +120,7 @@ async def test_ask_asks_again_until_it_has_a_name(command: list[str]) -> None:
     ("prompts/get", {"name": "greet"}, -32602, None),
     ("completion/complete", {}, -32601, None),
     ("ping", {}, -32601, None),  # removed in 2026-07-28
+    ("tools/list\u0000", {}, -32601, None),  # matches no method exactly
     ("tools/list", {"_meta": {META_VERSION: "2025-11-25"}}, -32022,
      {"supported": ["2026-07-28"], "requested": "2025-11-25"}),
 ])
@@ -198,6 +199,17 @@ async def test_requests_in_flight_are_answered_in_order_and_notifications_not_at
             assert [message["id"] for message in received] == [1, 2, "three", 4]  # the cancel came too late for 1
             assert received[0]["result"]["content"][0]["text"] == "slept 0.2 s"
             assert (await client.call("server/discover", 5))["id"] == 5  # the blank line got no answer either
+
+
+async def test_a_server_killed_mid_sleep_closes_its_stdout_at_once(command: list[str]) -> None:
+    async with serve(command) as client:
+        with anyio.fail_after(10):  # slow sleeps 30 s: its stdout must not stay open that long
+            await client.send(request("tools/call", 1, _meta=meta(progressToken="p"), name="slow", arguments={"seconds": 30}))
+            assert (await client.read())["method"] == "notifications/progress"  # sent just before the sleep
+            client.process.terminate()
+            assert client.process.stdout is not None
+            with pytest.raises(anyio.EndOfStream):
+                await client.process.stdout.receive()
 
 
 async def test_end_of_input_ends_the_server_after_the_last_line(command: list[str]) -> None:

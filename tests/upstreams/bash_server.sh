@@ -32,9 +32,10 @@ def capabilities: .params._meta["io.modelcontextprotocol/clientCapabilities"];
 def request_id: (type == "string") or (type == "number" and . == floor);  # never null on 2026-07-28
 '
 
-# What a line is: "verdict US method US name" (US, the unit separator \x1f: never collapsed by `read`,
-# never unescaped in @tsv). The verdict is parse, invalid, notification, initialize, no-meta,
-# old-version, bad-arguments or ok; `name` is params.name (a tool's or a prompt's) when a string.
+# What a line is: "verdict US method US name", US the unit separator \x1f (one field each for `read`:
+# control characters in a field become "?", so a method matches only when it is exactly one of the
+# `case` below). The verdict is parse, invalid, notification, initialize, no-meta, old-version,
+# bad-arguments or ok; `name` is params.name (a tool's or a prompt's) when it is a string.
 readonly CLASSIFY='
 def meta: (.params | objects | ._meta | objects) // {};
 def verdict:
@@ -49,7 +50,7 @@ def verdict:
   else "ok" end;
 if try (fromjson | true) catch false
 then fromjson | [verdict, (objects | .method | strings), (objects | .params | objects | .name | strings)]
-  | @tsv | gsub("\t"; "\u001f")
+  | map(gsub("[[:cntrl:]]"; "?")) | join("\u001f")
 else "parse" end
 '
 
@@ -133,6 +134,10 @@ answer() {
     fi
 }
 
+# Sleep in the shell itself (a read that times out on a pipe no one writes to): a server killed
+# mid-sleep leaves no `sleep` behind, nor one holding its stdout open.
+pause() { read -r -t "$1" <> <(:) || true; }
+
 slow() {
     local seconds
     seconds=$(q "$SLOW_SECONDS" -r <<<"$line")
@@ -141,7 +146,7 @@ slow() {
         return
     fi
     q "$SLOW_PROGRESS" -c --arg seconds "$seconds" <<<"$line"  # nothing without a progressToken
-    sleep "$seconds"
+    pause "$seconds"
     answer "$SLOW_DONE" --arg seconds "$seconds"
 }
 
@@ -154,7 +159,7 @@ while IFS= read -r line || [[ -n $line ]]; do
         invalid) # the id only when it is one (a non-object line has none)
             answer '(if type == "object" and (.id | request_id) then {jsonrpc: "2.0", id} else {jsonrpc: "2.0"} end)
               + {error: {code: -32600, message: "Invalid Request: send a JSON-RPC 2.0 request (string or integer id) or notification"}}' ;;
-        notification) ;;  # notifications/cancelled included: one request runs at a time, so it came too late
+        notification) ;;  # notifications/cancelled included: one request runs at a time, so it comes too late
         initialize)
             # A 2025-era client opens with initialize. versioning.mdx, Compatibility Matrix (Legacy client,
             # Modern server): "the server rejects `initialize` with a JSON-RPC error; the exact code is
@@ -163,11 +168,11 @@ while IFS= read -r line || [[ -n $line ]]; do
             # UnsupportedProtocolVersion (-32022), the version it asked for and the one supported.
             answer 'failure(-32022; "Unsupported protocol version: this server speaks only \($version) (no initialize; send _meta with each request)";
               {supported: [$version], requested: (.params.protocolVersion? // "" | if type == "string" then . else tojson end)})' ;;
-        no-meta)
+        no-meta) # basic/index.mdx, _meta: "A request missing any required field is malformed; ... -32602"
             answer 'failure(-32602; "Invalid params: _meta must carry io.modelcontextprotocol/protocolVersion and io.modelcontextprotocol/clientCapabilities")' ;;
         bad-arguments)
             answer 'failure(-32602; "Invalid params: arguments must be an object")' ;;
-        old-version)
+        old-version) # versioning.mdx: "it MUST respond with an UnsupportedProtocolVersionError"
             answer 'failure(-32022; "Unsupported protocol version"; {supported: [$version], requested: .params._meta["io.modelcontextprotocol/protocolVersion"]})' ;;
         ok)
             case $method in
@@ -179,6 +184,7 @@ while IFS= read -r line || [[ -n $line ]]; do
                         add) answer "$ADD" ;;
                         slow) slow ;;
                         ask) answer "$ASK" ;;
+                        # tools.mdx, Error Handling: an unknown tool is a protocol error, -32602
                         *) answer 'failure(-32602; if (.params.name | type) == "string" then "Unknown tool: \(.params.name)"
                                 else "tools/call needs params.name, a string" end)' ;;
                     esac ;;
@@ -190,6 +196,7 @@ while IFS= read -r line || [[ -n $line ]]; do
                         greet) answer "$GREET" ;;
                         *) answer 'failure(-32602; "Unknown prompt: \(.params.name)")' ;;
                     esac ;;
+                # changelog.mdx, 5: "Remove `ping`, `logging/setLevel`, and `notifications/roots/list_changed`"
                 ping) answer 'failure(-32601; "Method not found: ping (removed in protocol 2026-07-28)")' ;;
                 *) answer 'failure(-32601; "Method not found: \(.method)")' ;;
             esac ;;
