@@ -17,7 +17,7 @@ import pytest
 from conftest import ROOT, legacy, meta, request, tool_call
 from mcpcore._wire.jsonrpc import META_VERSION, McpError
 from mcpcore.testing import Client
-from stdio_client import StdioClient, serve
+from stdio_client import serve
 
 pytestmark = pytest.mark.anyio
 
@@ -137,10 +137,6 @@ async def test_errors_have_the_codes_the_spec_gives(command: list[str], method: 
 # -- line by line over raw pipes ---------------------------------------------------------------
 
 
-async def answers(client: StdioClient, count: int) -> list[dict[str, Any]]:
-    return [await client.read() for _ in range(count)]
-
-
 async def test_a_line_that_is_not_json_gets_a_parse_error_without_an_id(command: list[str]) -> None:
     async with serve(command) as client:
         with anyio.fail_after(30):
@@ -192,10 +188,9 @@ async def test_requests_in_flight_are_answered_in_order_and_notifications_not_at
              tool_call(2, "echo", text="two"), request("tools/list", "three"), tool_call(4, "add", a=1, b=3)]
     async with serve(command) as client:
         with anyio.fail_after(30):
-            for message in lines:
-                client.methods[message.get("id")] = message["method"]
+            client.methods.update((message["id"], message["method"]) for message in lines if "id" in message)
             await client.send_raw(b"".join(orjson.dumps(message) + b"\n" for message in lines) + b"\n  \n")
-            received = await answers(client, 4)
+            received = [await client.read() for _ in range(4)]
             assert [message["id"] for message in received] == [1, 2, "three", 4]  # the cancel came too late for 1
             assert received[0]["result"]["content"][0]["text"] == "slept 0.2 s"
             assert (await client.call("server/discover", 5))["id"] == 5  # the blank line got no answer either
