@@ -157,6 +157,13 @@ async def test_a_2025_era_initialize_gets_unsupported_protocol_version(command: 
             assert error["data"] == {"supported": ["2026-07-28"], "requested": "2025-11-25"}
 
 
+async def test_a_2025_era_client_fails_at_start_told_which_version_to_speak(command: list[str]) -> None:
+    with anyio.fail_after(30), pytest.raises(McpError) as raised:
+        async with Client.stdio(command, era="2025-11-25", strict=True):
+            pass
+    assert (raised.value.code, raised.value.data["supported"]) == (-32022, ["2026-07-28"])
+
+
 @pytest.mark.parametrize("line, code", [
     (b"[]", -32600),
     (b'[{"jsonrpc":"2.0","id":1,"method":"server/discover"}]', -32600),
