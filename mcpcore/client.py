@@ -1,30 +1,39 @@
-"""`mcpcore.testing.Client`: test your server as a client would, in memory (no socket, no subprocess).
+"""`mcpcore.client`: an MCP client for both protocol eras, in memory, over stdio, Streamable HTTP or HTTP+SSE.
 
-    async with Client(server) as client:
+    async with Client.stdio(["python", "server.py"]) as client:
+        tools = await client.list_tools()
         result = await client.call_tool("echo", {"text": "hi"})
-        assert result.text == "hi"
 
 Theory of operation. The client builds each request the way a conforming client
 does (on the 2026-07-28 wire with the `_meta` block, on a 2025-era one after an
-`initialize` that opens a session) and hands it to `server.handle` with a writer
-of its own, exactly as a transport would, so what a test sees is what a client
-would get. A JSON-RPC error raises `McpError` (`InvalidParams` for -32602); a
-tool's `isError` result does not. What the server asks of the client is answered by the callbacks given:
-`elicit` (a form or URL elicitation's params → its result), `sample` (a sampling
-request's params → a `CreateMessageResult`) and `roots` (a list of root URIs).
-The client declares exactly the capabilities its callbacks cover, and on the
-2026 wire retries an `input_required` result with the answers and the sealed
-state, as many rounds as the server asks; on a 2025-era wire it answers the
-session's server-to-client requests. Progress and log notifications go to
-`on_progress` / `on_log` and are kept on each `Outcome` (a tool call asks for
-progress unless told `progress=False`; other requests when `on_progress` is
-given, or `request(..., progress=True)`). `strict=True` checks
-every message against the era's official JSON Schema (needs `jsonschema`).
-`Client.sync()` gives the same methods for code without an event loop;
-`Client.stdio(command)` and `Client.http(url)` the same client against a server
-in a subprocess or at a URL (the channels of `mcpcore.transports.remote`, used
-instead of calling `server.handle`). The client sends one request at a time, so
-what the server sends meanwhile belongs to that request.
+`initialize` that opens a session) and hands it to a channel: `server.handle`
+with a writer of its own for a `Server` in this process (`Client(server)`), or
+one of `mcpcore.transports.remote`: a subprocess (`Client.stdio(command)`), a
+Streamable HTTP URL (`Client.http(url)`) or an HTTP+SSE one (`Client.sse(url)`).
+Many requests may run at once on one client (in tasks of a task group): each
+gets its own response, progress (by its `progressToken`) and logs, and a
+request cancelled by its caller's cancel scope is cancelled on the server
+(`notifications/cancelled` on a shared stream, a closed connection over HTTP).
+A notification no request owns (a list change, or a log while several requests
+run over stdio or HTTP+SSE) goes to `on_notification`. A server that goes away
+fails every request in flight with a `ConnectionError`.
+
+A JSON-RPC error raises `McpError` (`InvalidParams` for -32602); a tool's
+`isError` result does not. What the server asks of the client is answered by
+the callbacks given: `elicit` (a form or URL elicitation's params → its
+result), `sample` (a sampling request's params → a `CreateMessageResult`) and
+`roots` (a list of root URIs). The client declares exactly the capabilities its
+callbacks cover, and on the 2026 wire retries an `input_required` result with
+the answers and the sealed state, as many rounds as the server asks; on a
+2025-era wire it answers the session's server-to-client requests (over stdio and
+HTTP+SSE in a task of their own, while other requests go on). Progress and log
+notifications go to `on_progress` / `on_log` and are kept on each `Outcome` (a
+tool call asks for progress unless told `progress=False`; other requests when
+`on_progress` is given, or `request(..., progress=True)`). The listeners run
+on the channel's reader: they must not wait for another request of the same
+client. `strict=True` checks every message against the era's official JSON
+Schema (needs `jsonschema`). `Client.sync()` gives the same methods for code
+without an event loop. `mcpcore.testing.Client` is this client.
 """
 
 from __future__ import annotations
@@ -58,7 +67,7 @@ __all__ = ["Client", "Outcome", "Subscription"]
 Answer = Callable[[dict[str, Any]], "Any | Awaitable[Any]"]
 Listener = Callable[[dict[str, Any]], "Any | Awaitable[Any]"]
 MAX_ROUNDS = 16  # input_required rounds before the client gives up on a server that keeps asking
-CLIENT_INFO = {"name": "mcpcore-testing", "version": "1"}
+CLIENT_INFO = {"name": "mcpcore", "version": "1"}
 
 
 @dataclass
@@ -108,8 +117,8 @@ class _Memory:
         self.server, self.principal, self.auth = server, principal, auth
         self.session: Session | None = None  # the 2025-era session, from initialize on
 
-    async def open(self) -> None:
-        await self.server.lifespan.__aenter__()
+    async def open(self, answer: Any = None, unowned: Any = None) -> None:
+        await self.server.lifespan.__aenter__()  # each call's messages reach its own writer: nothing to route
 
     async def close(self) -> None:
         if self.session is not None:
@@ -147,8 +156,8 @@ class _Recorder:
 
 
 class Client:
-    """An MCP client for `server`, in memory (see the module docstring); `Client.stdio(command)` runs the
-    same client against a server in a subprocess."""
+    """An MCP client for `server`, in memory (see the module docstring); `Client.stdio(command)`,
+    `Client.http(url)` and `Client.sse(url)` the same client against a server in a subprocess or at a URL."""
 
     def __init__(
         self,
@@ -160,6 +169,7 @@ class Client:
         roots: Sequence[str] | None = None,
         on_progress: Listener | None = None,
         on_log: Listener | None = None,
+        on_notification: Listener | None = None,
         log_level: str | None = None,
         principal: str | None = None,
         auth: Any = None,
@@ -174,7 +184,7 @@ class Client:
         self.era = era
         self.legacy = era in LEGACY_VERSIONS
         self.elicit, self.sample, self.roots = elicit, sample, roots
-        self.on_progress, self.on_log = on_progress, on_log
+        self.on_progress, self.on_log, self.on_notification = on_progress, on_log, on_notification
         self.log_level = log_level
         self.principal, self.auth = (principal if principal is not None else getattr(auth, "subject", None)), auth
         self.client_info = dict(client_info)
@@ -214,6 +224,22 @@ class Client:
         era = options.get("era", MODERN_VERSIONS[0])
         return cls(None, _channel=HttpChannel(url, extra, era, name_fields), **options)
 
+    @classmethod
+    def sse(cls, url: str, *, token: str | None = None, headers: Mapping[str, str] | None = None,
+            **options: Any) -> Client:
+        """The same client against a server at an HTTP+SSE URL (the deprecated 2024-11-05 transport,
+        `http://127.0.0.1:8000/sse`): its stream's `endpoint` event names where messages are POSTed, and
+        every answer comes on the stream. A 2025-era session: `era` is one of those (2024-11-05 by default)."""
+        from .transports.remote import SseChannel
+
+        extra = dict(headers or {})
+        if token is not None:
+            extra["authorization"] = f"Bearer {token}"
+        options.setdefault("era", "2024-11-05")
+        if options["era"] not in LEGACY_VERSIONS:
+            raise ValueError(f"HTTP+SSE carries a 2025-era session; era is one of {', '.join(LEGACY_VERSIONS)}")
+        return cls(None, _channel=SseChannel(url, extra, options["era"]), **options)
+
     def _capabilities(self) -> dict[str, Any]:
         declared: dict[str, Any] = {}
         if self.elicit is not None:
@@ -227,7 +253,7 @@ class Client:
     # -- lifetime -------------------------------------------------------------
 
     async def __aenter__(self) -> Client:
-        await self._channel.open()
+        await self._channel.open(self._asked, self._unowned)
         self._entered = True
         try:
             if self.legacy:
@@ -254,12 +280,8 @@ class Client:
         """The client for code without an event loop: the same methods, called plainly."""
         from anyio.from_thread import start_blocking_portal
 
-        with start_blocking_portal() as portal:
-            portal.call(self.__aenter__)
-            try:
-                yield _SyncClient(self, portal)
-            finally:
-                portal.call(self.__aexit__, None, None, None)
+        with start_blocking_portal() as portal, portal.wrap_async_context_manager(self):  # one task enters and leaves
+            yield _SyncClient(self, portal)
 
     # -- the protocol ---------------------------------------------------------
 
@@ -340,6 +362,20 @@ class Client:
         else:
             raise AssertionError(f"the server asked {method!r} and this client has no callback for it")
         return {"jsonrpc": "2.0", "id": asked.get("id"), "result": result}
+
+    async def _asked(self, asked: dict[str, Any]) -> dict[str, Any]:
+        """A server-to-client request that came on a shared stream: its response, an error if none can be given."""
+        try:
+            return await self._answer_request(self._checked(asked))
+        except Exception as error:
+            code = -32601 if isinstance(error, AssertionError) else -32603
+            return {"jsonrpc": "2.0", "id": asked.get("id"), "error": {"code": code, "message": str(error)}}
+
+    async def _unowned(self, notification: dict[str, Any]) -> None:
+        """A notification no request in flight owns: the client's listeners."""
+        await self._heard(self._checked(notification))
+        if self.on_notification is not None:
+            await run_callback(self.on_notification, notification)
 
     async def _heard(self, notification: dict[str, Any]) -> None:
         method = notification.get("method")
