@@ -400,10 +400,14 @@ class SseChannel(HttpChannel):
         assert self._mux.tasks is not None
         opened = anyio.Event()
         self._mux.tasks.start_soon(self._read, opened)
-        with anyio.fail_after(30):
-            await opened.wait()
-        if self._mux.broken is not None:
-            raise self._mux.broken
+        try:
+            with anyio.fail_after(30):
+                await opened.wait()
+            if self._mux.broken is not None:
+                raise self._mux.broken
+        except BaseException:
+            await self._mux.stop()
+            raise
 
     async def close(self) -> None:
         await self._mux.stop()  # closing the stream ends the session
