@@ -191,3 +191,9 @@ async def test_an_sse_url_that_opens_no_session_is_a_clear_error() -> None:
         with pytest.raises(ConnectionError, match="opened no HTTP\\+SSE session"):
             async with Client.sse(f"http://127.0.0.1:{http.port}/mcp"):
                 pass
+
+
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
+async def test_many_calls_at_once_in_memory(era: str) -> None:
+    async with Client(build(), era=era, strict=True) as client:
+        assert_each_got_its_own(await meet_all(client, "memory"))

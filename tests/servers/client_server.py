@@ -10,7 +10,6 @@ once, which a client sending one request at a time never achieves.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import anyio
 
