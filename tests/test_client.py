@@ -197,3 +197,25 @@ async def test_an_sse_url_that_opens_no_session_is_a_clear_error() -> None:
 async def test_many_calls_at_once_in_memory(era: str) -> None:
     async with Client(build(), era=era, strict=True) as client:
         assert_each_got_its_own(await meet_all(client, "memory"))
+
+
+@pytest.mark.usefixtures("http_flavour")
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
+async def test_http_requests_one_after_another_share_a_keep_alive_connection(era: str) -> None:
+    async with running(build(), keep_alive_timeout=0.2) as http:
+        async with Client.http(f"http://127.0.0.1:{http.port}/mcp", era=era, strict=True) as client:
+            peers = {(await client.call_tool("peer")).text for _ in range(5)}
+            assert len(peers) == 1 and peers != {"None"}
+            at_once: set[str] = set()
+
+            async def one() -> None:
+                at_once.add((await client.call_tool("meet", {"label": "x", "group": "peers", "expected": 3})).text)
+                at_once.add((await client.call_tool("peer")).text)
+
+            with anyio.fail_after(30):
+                async with anyio.create_task_group() as tasks:
+                    for _ in range(3):
+                        tasks.start_soon(one)
+            assert len(at_once - {"x"}) >= 2  # calls at once take connections of their own
+            await anyio.sleep(0.5)  # past the server's keep-alive timeout: it closes the idle connections
+            assert (await client.call_tool("echo", {"text": "again"})).text == "again"  # sent on a new one

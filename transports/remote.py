@@ -49,6 +49,7 @@ Heard = Callable[[dict[str, Any]], Awaitable["dict[str, Any] | None"]]  # a mess
 Answer = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]  # a server-to-client request → the response to send
 Unowned = Callable[[dict[str, Any]], Awaitable[None]]  # a notification no request in flight owns
 Send = Callable[[dict[str, Any]], Awaitable[None]]
+IDLE_CONNECTIONS = 16  # keep-alive connections an HTTP channel keeps for its next requests
 
 
 class _Waiting:
@@ -263,6 +264,7 @@ class HttpChannel:
         self.name_fields = {**tasks.NAME_FIELDS, **NAME_FIELDS, **(name_fields or {})}
         self.session_id: str | None = None
         self.tools: dict[str, tuple[HeaderParam, ...]] = {}
+        self._idle: list[tuple[Any, h11.Connection]] = []  # keep-alive connections no request uses now
 
     def learn(self, tools: Sequence[dict[str, Any]]) -> None:
         for tool in tools:
@@ -275,9 +277,13 @@ class HttpChannel:
         pass  # a connection per message; a server request comes in the response stream of the request it serves
 
     async def close(self) -> None:
-        if self.session_id is not None:  # end the 2025-era session
-            async for _ in self._send("DELETE", b"", {}):
-                pass
+        try:
+            if self.session_id is not None:  # end the 2025-era session
+                async for _ in self._send("DELETE", b"", {}):
+                    pass
+        finally:
+            while self._idle:
+                await self._idle.pop()[0].aclose()
 
     def _headers(self, message: dict[str, Any]) -> dict[str, str]:
         headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
@@ -325,45 +331,26 @@ class HttpChannel:
 
     async def _events(self, method: str, target: str, body: bytes,
                       headers: dict[str, str]) -> AsyncIterator[tuple[str, bytes]]:
-        """One HTTP request on a connection of its own: each SSE event of its answer as (event, data), or
-        its JSON body as ("json", body). An answer of 400 or more with neither is a `ConnectionError`."""
+        """One HTTP request: each SSE event of its answer as (event, data), or its JSON body as ("json",
+        body). An answer of 400 or more with neither is a `ConnectionError`. The connection goes back to the
+        idle ones (at most `IDLE_CONNECTIONS`) when its answer was read to the end and both sides may go on;
+        a request cancelled or left half-read closes it."""
         fields = [("host", self.authority), *headers.items(), *self.extra.items()]
         if body:
             fields.append(("content-length", str(len(body))))
         elif method == "DELETE" and self.session_id is not None:
             fields.append(("mcp-session-id", self.session_id))
-        connection = h11.Connection(h11.CLIENT)
+        request = h11.Request(method=method, target=target, headers=fields)
+        stream, connection, head = await self._start(request, body)
+        kept = False
         try:
-            stream = await anyio.connect_tcp(self.host, self.port, tls=self.tls)
-        except OSError as error:
-            raise ConnectionError(f"cannot reach {self.authority}: {error}") from None
-        async with stream:
-            data = connection.send(h11.Request(method=method, target=target, headers=fields))
-            data += connection.send(h11.Data(data=body)) if body else b""
-            await stream.send(data + (connection.send(h11.EndOfMessage()) or b""))
-
-            async def next_event() -> Any:
-                while True:
-                    event = connection.next_event()
-                    if event is not h11.NEED_DATA:
-                        return event
-                    try:
-                        connection.receive_data(await stream.receive())
-                    except (anyio.EndOfStream, anyio.BrokenResourceError):
-                        connection.receive_data(b"")
-
-            head = await next_event()
-            while isinstance(head, h11.InformationalResponse):
-                head = await next_event()
-            if not isinstance(head, h11.Response):
-                raise ConnectionError(f"no HTTP response to {method} from {self.authority}: {head!r}")
             answer = {k.decode().lower(): v.decode() for k, v in head.headers}
             if "mcp-session-id" in answer:
                 self.session_id = answer["mcp-session-id"]
             streaming = answer.get("content-type", "").startswith("text/event-stream")
             buffer = b""
             while True:
-                event = await next_event()
+                event = await _next_event(stream, connection)
                 if isinstance(event, h11.Data):
                     buffer += event.data
                     if streaming:
@@ -378,10 +365,67 @@ class HttpChannel:
                                 yield name, data
                 elif isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)):
                     break
+            if connection.our_state is h11.DONE and connection.their_state is h11.DONE \
+                    and len(self._idle) < IDLE_CONNECTIONS:
+                connection.start_next_cycle()
+                self._idle.append((stream, connection))
+                kept = True
             if not streaming and buffer and answer.get("content-type", "").startswith("application/json"):
                 yield "json", buffer
             elif not streaming and head.status_code >= 400:
                 raise ConnectionError(f"{method} got HTTP {head.status_code} without a JSON-RPC answer: {buffer[:200]!r}")
+        finally:
+            if not kept:
+                with anyio.CancelScope(shield=True):
+                    await stream.aclose()
+
+    async def _start(self, request: h11.Request, body: bytes) -> tuple[Any, h11.Connection, h11.Response]:
+        """Send `request` on an idle connection, or a new one, and read its answer's head. An idle connection the
+        server closed meanwhile (nothing of an answer came) is dropped and the request sent on a new one."""
+        while True:
+            reused = bool(self._idle)
+            if reused:
+                stream, connection = self._idle.pop()
+            else:
+                try:
+                    stream = await anyio.connect_tcp(self.host, self.port, tls=self.tls)
+                except OSError as error:
+                    raise ConnectionError(f"cannot reach {self.authority}: {error}") from None
+                connection = h11.Connection(h11.CLIENT)
+            try:
+                data = connection.send(request)
+                data += connection.send(h11.Data(data=body)) if body else b""
+                await stream.send(data + (connection.send(h11.EndOfMessage()) or b""))
+                head = await _next_event(stream, connection)
+                while isinstance(head, h11.InformationalResponse):
+                    head = await _next_event(stream, connection)
+            except BaseException as error:
+                with anyio.CancelScope(shield=True):
+                    await stream.aclose()
+                if reused and isinstance(error, (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError,
+                                                 h11.RemoteProtocolError)):
+                    continue
+                if isinstance(error, h11.RemoteProtocolError):
+                    raise ConnectionError(f"{self.authority} broke HTTP: {error}") from None
+                raise
+            if isinstance(head, h11.Response):
+                return stream, connection, head
+            with anyio.CancelScope(shield=True):
+                await stream.aclose()
+            if not reused:
+                raise ConnectionError(f"no HTTP response to {request.method.decode()} from {self.authority}: {head!r}")
+
+
+async def _next_event(stream: Any, connection: h11.Connection) -> Any:
+    """The next h11 event of a connection, reading as needed (the peer's close is an event too)."""
+    while True:
+        event = connection.next_event()
+        if event is not h11.NEED_DATA:
+            return event
+        try:
+            connection.receive_data(await stream.receive())
+        except (anyio.EndOfStream, anyio.BrokenResourceError):
+            connection.receive_data(b"")
 
 
 class SseChannel(HttpChannel):

@@ -77,6 +77,11 @@ def build() -> Server:
         return f"Hello, {answer.content['name']}!"
 
     @server.tool
+    def peer(ctx: Context) -> str:
+        """The caller's socket address (over HTTP): which connection the call came on."""
+        return str(ctx.peer)
+
+    @server.tool
     def echo(text: str) -> str:
         """Say it back."""
         return text
