@@ -15,9 +15,11 @@ in a task of its own, whose reply is sent back, so it blocks nothing else. A
 cancelled exchange sends `notifications/cancelled`; a server that goes away fails
 every request waiting with a `ConnectionError` saying so.
 
-Over Streamable HTTP each message is one POST on a connection of its own (driven
-by h11), so exchanges run side by side and a cancelled one closes its connection
-(the server's cue to cancel). The POST carries the headers a conforming client
+Over Streamable HTTP each message is one POST (driven by h11) on a connection
+no other request is using: an idle keep-alive one (at most `IDLE_CONNECTIONS`
+are kept; one the server closed meanwhile is replaced) or a new one, so
+exchanges run side by side, and a cancelled one closes its connection (the
+server's cue to cancel). The POST carries the headers a conforming client
 sends: `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, and the `Mcp-Param-*`
 mirrors of a tool's `x-mcp-header` arguments (learned from `tools/list`); a
 2025-era session adds `Mcp-Session-Id`, and a server-to-client request in a
