@@ -141,9 +141,12 @@ async def test_many_calls_at_once_over_http_in_each_era(era: str) -> None:
         assert [log["data"] for log in outcome.logs] == [f"{label} met {CALLS}"]
 
 
-async def test_a_cancelled_call_over_http_closes_its_connection_and_the_server_stops_it() -> None:
+@pytest.mark.parametrize("transport", ["http", "sse"])
+async def test_a_cancelled_call_over_http_or_http_sse_is_stopped_on_the_server(transport: str) -> None:
+    """Over Streamable HTTP its connection is closed; over HTTP+SSE `notifications/cancelled` is POSTed."""
     async with running(build()) as http:
-        async with Client.http(f"http://127.0.0.1:{http.port}/mcp", strict=True) as client:
+        url = f"http://127.0.0.1:{http.port}"
+        async with (Client.http(f"{url}/mcp") if transport == "http" else Client.sse(f"{url}/sse", era="2025-11-25")) as client:
             with anyio.fail_after(30):
                 async with anyio.create_task_group() as tasks:
                     tasks.start_soon(client.call_tool, "hang")
