@@ -46,6 +46,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Mapping, S
 
 import orjson
 
+from . import __version__
 from ._app.signature import run_callback
 from ._runtime.call import Call
 from ._runtime.session import Session
@@ -67,7 +68,7 @@ __all__ = ["Client", "Outcome", "Subscription"]
 Answer = Callable[[dict[str, Any]], "Any | Awaitable[Any]"]
 Listener = Callable[[dict[str, Any]], "Any | Awaitable[Any]"]
 MAX_ROUNDS = 16  # input_required rounds before the client gives up on a server that keeps asking
-CLIENT_INFO = {"name": "mcpcore", "version": "1"}
+CLIENT_INFO = {"name": "mcpcore", "version": __version__}
 
 
 @dataclass
