@@ -1,28 +1,43 @@
-"""Channels from `mcpcore.testing.Client` to a server outside this process: a subprocess over stdio,
-or a URL over Streamable HTTP.
+"""Channels from `mcpcore.client.Client` to a server outside this process: a subprocess over stdio,
+a URL over Streamable HTTP, or a URL over the deprecated HTTP+SSE transport (2024-11-05).
 
-A channel has four methods the client calls: `open`, `close`, `exchange` (send a
-request; hand every message that comes before its response to `heard`, sending
-back the reply `heard` returns for a server-to-client request; return the
-response) and `notify`. The client sends one request at a time, so whatever
-arrives meanwhile belongs to that request.
+A channel has the methods the client calls: `open(answer, unowned)`, `close`,
+`exchange` (send a request, hand every message that comes for it to `heard`,
+return its response) and `notify`. Many exchanges may run at once.
 
-Over HTTP each message is one POST on a connection of its own (driven by h11),
-with the headers a conforming client sends: `MCP-Protocol-Version`, `Mcp-Method`,
-`Mcp-Name`, and the `Mcp-Param-*` mirrors of a tool's `x-mcp-header` arguments
-(learned from `tools/list`); a 2025-era session adds `Mcp-Session-Id`, and a
-server-to-client request in a response stream is answered with a POST of its own.
+Over stdio and HTTP+SSE every message of the server arrives on one stream, so one
+reader task routes them (`Multiplexer`): a response to the request waiting for
+its id, a progress notification to the request whose `progressToken` it names,
+any other notification to the one request in flight (with none or several in
+flight no request can own it: it goes to `unowned`), and a server-to-client
+request (a 2025-era session's elicitation, sampling, roots or ping) to `answer`
+in a task of its own, whose reply is sent back, so it blocks nothing else. A
+cancelled exchange sends `notifications/cancelled`; a server that goes away fails
+every request waiting with a `ConnectionError` saying so.
+
+Over Streamable HTTP each message is one POST (driven by h11) on a connection
+no other request is using: an idle keep-alive one (at most `IDLE_CONNECTIONS`
+are kept; one the server closed meanwhile is replaced) or a new one, so
+exchanges run side by side, and a cancelled one closes its connection (the
+server's cue to cancel). The POST carries the headers a conforming client
+sends: `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, and the `Mcp-Param-*`
+mirrors of a tool's `x-mcp-header` arguments (learned from `tools/list`); a
+2025-era session adds `Mcp-Session-Id`, and a server-to-client request in a
+response stream is answered with a POST of its own.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
+import logging
 import os
 import subprocess
 from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import anyio
+import anyio.abc
 import h11
 import orjson
 
@@ -30,7 +45,129 @@ from mcpcore import tasks
 from mcpcore._wire.protocol import NAME_FIELDS
 from mcpcore._wire.toolheaders import HeaderParam, header_params
 
-Heard = Callable[[dict[str, Any]], Awaitable["dict[str, Any] | None"]]
+log = logging.getLogger("mcpcore.client")
+
+Heard = Callable[[dict[str, Any]], Awaitable["dict[str, Any] | None"]]  # a message for one request → a reply, if due
+Answer = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]  # a server-to-client request → the response to send
+Unowned = Callable[[dict[str, Any]], Awaitable[None]]  # a notification no request in flight owns
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+IDLE_CONNECTIONS = 16  # keep-alive connections an HTTP channel keeps for its next requests
+
+
+class _Waiting:
+    """One request in flight on a shared stream: what it hears, and its response once it comes."""
+
+    def __init__(self, request_id: Any, token: Any, heard: Heard) -> None:
+        self.id, self.token, self.heard = request_id, token, heard
+        self.done = anyio.Event()
+        self.response: dict[str, Any] | None = None
+        self.error: BaseException | None = None
+
+    def finish(self, response: dict[str, Any] | None = None, error: BaseException | None = None) -> None:
+        if not self.done.is_set():
+            self.response, self.error = response, error
+            self.done.set()
+
+
+class Multiplexer:
+    """Many requests over one stream of server messages (see the module docstring)."""
+
+    def __init__(self, send: Send) -> None:
+        self.send = send
+        self.waiting: dict[Any, _Waiting] = {}
+        self.broken: ConnectionError | None = None  # set once the server is gone: every later request fails so
+        self.answer: Answer | None = None
+        self.unowned: Unowned | None = None
+        self.tasks: anyio.abc.TaskGroup | None = None
+
+    async def start(self, answer: Answer | None, unowned: Unowned | None) -> None:
+        """Open the task group the reader and the answers to server requests run in (left in `stop`)."""
+        self.answer, self.unowned = answer, unowned
+        self.tasks = anyio.create_task_group()
+        await self.tasks.__aenter__()
+
+    async def stop(self) -> None:
+        if self.tasks is not None:
+            self.tasks.cancel_scope.cancel()
+            await self.tasks.__aexit__(None, None, None)
+            self.tasks = None
+        self.fail(ConnectionError("the client was closed"))
+
+    async def exchange(self, message: dict[str, Any], heard: Heard) -> dict[str, Any]:
+        """Send a request and wait for its response; a cancelled wait tells the server."""
+        if self.broken is not None:
+            raise self.broken
+        token = ((message.get("params") or {}).get("_meta") or {}).get("progressToken")
+        waiting = self.waiting[message["id"]] = _Waiting(message["id"], token, heard)
+        try:
+            await self.send(message)
+            await waiting.done.wait()
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                if self.broken is None:
+                    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                              "params": {"requestId": message["id"], "reason": "cancelled by the client"}}
+                    try:
+                        await self.send(cancel)
+                    except ConnectionError:
+                        pass  # the server is gone: nothing left to cancel
+            raise
+        finally:
+            self.waiting.pop(message["id"], None)
+        if waiting.error is not None:
+            raise waiting.error
+        assert waiting.response is not None
+        return waiting.response
+
+    async def route(self, received: dict[str, Any]) -> None:
+        """One message of the server, to whom it belongs."""
+        if "method" in received and "id" in received:
+            assert self.tasks is not None
+            self.tasks.start_soon(self._reply, received)
+        elif "method" in received:
+            owner = self._owner(received)
+            if owner is None:
+                if self.unowned is not None:
+                    try:
+                        await self.unowned(received)
+                    except Exception:
+                        log.exception("a listener failed on %s", received.get("method"))
+                return
+            try:
+                await owner.heard(received)
+            except Exception as error:  # the request's own listener failed: the request fails with it
+                owner.finish(error=error)
+        else:
+            waiting = self.waiting.get(received.get("id"))
+            if waiting is None and received.get("id") is None and len(self.waiting) == 1:
+                waiting = next(iter(self.waiting.values()))  # an error the server could not tie to an id
+            if waiting is not None:
+                waiting.finish(received)  # else: the late answer to a request cancelled meanwhile
+
+    def _owner(self, notification: dict[str, Any]) -> _Waiting | None:
+        params = notification.get("params") or {}
+        if notification["method"] == "notifications/progress":
+            return next((w for w in self.waiting.values() if w.token is not None and w.token == params.get("progressToken")),
+                        None)
+        return next(iter(self.waiting.values())) if len(self.waiting) == 1 else None
+
+    async def _reply(self, asked: dict[str, Any]) -> None:
+        if self.answer is None:
+            reply = {"jsonrpc": "2.0", "id": asked["id"],
+                     "error": {"code": -32601, "message": f"this client answers no {asked['method']}"}}
+        else:
+            reply = await self.answer(asked)
+        try:
+            await self.send(reply)
+        except ConnectionError:
+            pass  # the server is gone; the requests waiting fail with it
+
+    def fail(self, error: ConnectionError) -> None:
+        """The server is gone: every request waiting, and every later one, fails with `error`."""
+        if self.broken is None:
+            self.broken = error
+        for waiting in list(self.waiting.values()):
+            waiting.finish(error=error)
 
 
 class StdioChannel:
@@ -39,44 +176,63 @@ class StdioChannel:
     def __init__(self, command: Sequence[str], env: Mapping[str, str] | None, cwd: str | None) -> None:
         self.command, self.env, self.cwd = list(command), env, cwd
         self.process: Any = None
-        self._buffer = b""
+        self._lock = anyio.Lock()  # whole lines: one writer at a time
+        self._mux = Multiplexer(self._write)
 
-    async def open(self) -> None:
+    async def open(self, answer: Answer | None = None, unowned: Unowned | None = None) -> None:
         env = None if self.env is None else {**os.environ, **self.env}
         self.process = await anyio.open_process(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                                 stderr=None, env=env, cwd=self.cwd)
+        await self._mux.start(answer, unowned)
+        assert self._mux.tasks is not None
+        self._mux.tasks.start_soon(self._read)
 
     async def close(self) -> None:
         if self.process is None:
             return
-        await self.process.stdin.aclose()  # the server's cue to end
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            await self.process.stdin.aclose()  # the server's cue to end
         with anyio.move_on_after(5):
             await self.process.wait()
         if self.process.returncode is None:
             self.process.kill()
             await self.process.wait()
+        await self._mux.stop()
 
     async def _write(self, message: dict[str, Any]) -> None:
-        await self.process.stdin.send(orjson.dumps(message) + b"\n")
+        try:
+            async with self._lock:
+                await self.process.stdin.send(orjson.dumps(message) + b"\n")
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            raise self._mux.broken or ConnectionError("the server's stdin is closed") from None
 
-    async def _line(self) -> dict[str, Any]:
-        while b"\n" not in self._buffer:
+    async def _read(self) -> None:
+        buffer = b""
+        while True:
             try:
-                self._buffer += await self.process.stdout.receive()
+                chunk = await self.process.stdout.receive()
             except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                raise AssertionError(f"the server closed its stdout (exit status {self.process.returncode})") from None
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return orjson.loads(line)
+                break
+            buffer += chunk
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                if not line.strip():
+                    continue
+                try:
+                    received = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    log.warning("the server wrote a line that is not JSON: %r", line[:200])
+                    continue
+                if isinstance(received, dict):
+                    await self._mux.route(received)
+        with anyio.move_on_after(1):
+            await self.process.wait()
+        status = self.process.returncode
+        self._mux.fail(ConnectionError(f"the server closed its stdout ({'still running' if status is None else f'exit status {status}'}): "
+                                       f"every request in flight failed"))
 
     async def exchange(self, message: dict[str, Any], heard: Heard, legacy: bool) -> dict[str, Any] | None:
-        await self._write(message)
-        while True:
-            received = await self._line()
-            if received.get("id") == message["id"] and "method" not in received:
-                return received
-            reply = await heard(received)
-            if reply is not None:
-                await self._write(reply)
+        return await self._mux.exchange(message, heard)
 
     async def notify(self, message: dict[str, Any]) -> None:
         await self._write(message)
@@ -110,6 +266,7 @@ class HttpChannel:
         self.name_fields = {**tasks.NAME_FIELDS, **NAME_FIELDS, **(name_fields or {})}
         self.session_id: str | None = None
         self.tools: dict[str, tuple[HeaderParam, ...]] = {}
+        self._idle: list[tuple[Any, h11.Connection]] = []  # keep-alive connections no request uses now
 
     def learn(self, tools: Sequence[dict[str, Any]]) -> None:
         for tool in tools:
@@ -118,13 +275,17 @@ class HttpChannel:
             except (ValueError, TypeError):  # a server's bad annotation is the server's to report
                 self.tools[tool["name"]] = ()
 
-    async def open(self) -> None:
-        pass  # a connection per message
+    async def open(self, answer: Answer | None = None, unowned: Unowned | None = None) -> None:
+        pass  # a connection per message; a server request comes in the response stream of the request it serves
 
     async def close(self) -> None:
-        if self.session_id is not None:  # end the 2025-era session
-            async for _ in self._send("DELETE", b"", {}):
-                pass
+        try:
+            if self.session_id is not None:  # end the 2025-era session
+                async for _ in self._send("DELETE", b"", {}):
+                    pass
+        finally:
+            while self._idle:
+                await self._idle.pop()[0].aclose()
 
     def _headers(self, message: dict[str, Any]) -> dict[str, str]:
         headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
@@ -167,51 +328,168 @@ class HttpChannel:
 
     async def _send(self, method: str, body: bytes, headers: dict[str, str]) -> AsyncIterator[dict[str, Any]]:
         """One HTTP request; the JSON-RPC messages of its answer (a JSON body, or each SSE event)."""
+        async for _, data in self._events(method, self.target, body, headers):
+            yield orjson.loads(data)
+
+    async def _events(self, method: str, target: str, body: bytes,
+                      headers: dict[str, str]) -> AsyncIterator[tuple[str, bytes]]:
+        """One HTTP request: each SSE event of its answer as (event, data), or its JSON body as ("json",
+        body). An answer of 400 or more with neither is a `ConnectionError`. The connection goes back to the
+        idle ones (at most `IDLE_CONNECTIONS`) when its answer was read to the end and both sides may go on;
+        a request cancelled or left half-read closes it."""
         fields = [("host", self.authority), *headers.items(), *self.extra.items()]
         if body:
             fields.append(("content-length", str(len(body))))
         elif method == "DELETE" and self.session_id is not None:
             fields.append(("mcp-session-id", self.session_id))
-        connection = h11.Connection(h11.CLIENT)
-        stream = await anyio.connect_tcp(self.host, self.port, tls=self.tls)
-        async with stream:
-            data = connection.send(h11.Request(method=method, target=self.target, headers=fields))
-            data += connection.send(h11.Data(data=body)) if body else b""
-            await stream.send(data + (connection.send(h11.EndOfMessage()) or b""))
-
-            async def next_event() -> Any:
-                while True:
-                    event = connection.next_event()
-                    if event is not h11.NEED_DATA:
-                        return event
-                    try:
-                        connection.receive_data(await stream.receive())
-                    except (anyio.EndOfStream, anyio.BrokenResourceError):
-                        connection.receive_data(b"")
-
-            head = await next_event()
-            while isinstance(head, h11.InformationalResponse):
-                head = await next_event()
-            assert isinstance(head, h11.Response), f"no HTTP response to {method}: {head!r}"
+        request = h11.Request(method=method, target=target, headers=fields)
+        stream, connection, head = await self._start(request, body)
+        kept = False
+        try:
             answer = {k.decode().lower(): v.decode() for k, v in head.headers}
             if "mcp-session-id" in answer:
                 self.session_id = answer["mcp-session-id"]
             streaming = answer.get("content-type", "").startswith("text/event-stream")
             buffer = b""
             while True:
-                event = await next_event()
+                event = await _next_event(stream, connection)
                 if isinstance(event, h11.Data):
                     buffer += event.data
                     if streaming:
-                        while b"\n\n" in buffer.replace(b"\r\n", b"\n"):
-                            buffer = buffer.replace(b"\r\n", b"\n")
+                        buffer = buffer.replace(b"\r\n", b"\n")
+                        while b"\n\n" in buffer:
                             block, buffer = buffer.split(b"\n\n", 1)
-                            data = b"\n".join(line[5:].lstrip(b" ") for line in block.split(b"\n") if line.startswith(b"data:"))
+                            lines = block.split(b"\n")
+                            name = next((line[6:].strip().decode() for line in lines if line.startswith(b"event:")),
+                                        "message")
+                            data = b"\n".join(line[5:].lstrip(b" ") for line in lines if line.startswith(b"data:"))
                             if data:
-                                yield orjson.loads(data)
+                                yield name, data
                 elif isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)):
                     break
+            if connection.our_state is h11.DONE and connection.their_state is h11.DONE \
+                    and len(self._idle) < IDLE_CONNECTIONS:
+                connection.start_next_cycle()
+                self._idle.append((stream, connection))
+                kept = True
             if not streaming and buffer and answer.get("content-type", "").startswith("application/json"):
-                yield orjson.loads(buffer)
+                yield "json", buffer
             elif not streaming and head.status_code >= 400:
-                raise AssertionError(f"{method} got HTTP {head.status_code} without a JSON-RPC answer: {buffer[:200]!r}")
+                raise ConnectionError(f"{method} got HTTP {head.status_code} without a JSON-RPC answer: {buffer[:200]!r}")
+        finally:
+            if not kept:
+                with anyio.CancelScope(shield=True):
+                    await stream.aclose()
+
+    async def _start(self, request: h11.Request, body: bytes) -> tuple[Any, h11.Connection, h11.Response]:
+        """Send `request` on an idle connection, or a new one, and read its answer's head. An idle connection the
+        server closed meanwhile (nothing of an answer came) is dropped and the request sent on a new one."""
+        while True:
+            reused = bool(self._idle)
+            if reused:
+                stream, connection = self._idle.pop()
+            else:
+                try:
+                    stream = await anyio.connect_tcp(self.host, self.port, tls=self.tls)
+                except OSError as error:
+                    raise ConnectionError(f"cannot reach {self.authority}: {error}") from None
+                connection = h11.Connection(h11.CLIENT)
+            try:
+                data = connection.send(request)
+                data += connection.send(h11.Data(data=body)) if body else b""
+                await stream.send(data + (connection.send(h11.EndOfMessage()) or b""))
+                head = await _next_event(stream, connection)
+                while isinstance(head, h11.InformationalResponse):
+                    head = await _next_event(stream, connection)
+            except BaseException as error:
+                with anyio.CancelScope(shield=True):
+                    await stream.aclose()
+                if reused and isinstance(error, (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError,
+                                                 h11.RemoteProtocolError)):
+                    continue
+                if isinstance(error, h11.RemoteProtocolError):
+                    raise ConnectionError(f"{self.authority} broke HTTP: {error}") from None
+                raise
+            if isinstance(head, h11.Response):
+                return stream, connection, head
+            with anyio.CancelScope(shield=True):
+                await stream.aclose()
+            if not reused:
+                raise ConnectionError(f"no HTTP response to {request.method.decode()} from {self.authority}: {head!r}")
+
+
+async def _next_event(stream: Any, connection: h11.Connection) -> Any:
+    """The next h11 event of a connection, reading as needed (the peer's close is an event too)."""
+    while True:
+        event = connection.next_event()
+        if event is not h11.NEED_DATA:
+            return event
+        try:
+            connection.receive_data(await stream.receive())
+        except (anyio.EndOfStream, anyio.BrokenResourceError):
+            connection.receive_data(b"")
+
+
+class SseChannel(HttpChannel):
+    """A server at an HTTP+SSE URL (2024-11-05: `GET /sse`, whose `endpoint` event names where to POST)."""
+
+    wants_tools = False  # a 2025-era session: no Mcp-Param-* headers
+
+    def __init__(self, url: str, headers: Mapping[str, str] | None, version: str) -> None:
+        super().__init__(url, headers, version)
+        self.url = url
+        self.endpoint = ""  # the message URL's path and query, from the stream's first event
+        self._mux = Multiplexer(self._post)
+
+    async def open(self, answer: Answer | None = None, unowned: Unowned | None = None) -> None:
+        await self._mux.start(answer, unowned)
+        assert self._mux.tasks is not None
+        opened = anyio.Event()
+        self._mux.tasks.start_soon(self._read, opened)
+        try:
+            with anyio.fail_after(30):
+                await opened.wait()
+            if self._mux.broken is not None:
+                raise self._mux.broken
+        except BaseException:
+            await self._mux.stop()
+            raise
+
+    async def close(self) -> None:
+        await self._mux.stop()  # closing the stream ends the session
+
+    async def _read(self, opened: anyio.Event) -> None:
+        error = ConnectionError(f"the server ended the HTTP+SSE stream of {self.url}")
+        try:
+            async for name, data in self._events("GET", self.target, b"", {"accept": "text/event-stream"}):
+                if name == "endpoint":
+                    parts = urlsplit(urljoin(self.url, data.decode().strip()))
+                    if (parts.hostname, parts.port or (443 if self.tls else 80)) != (self.host, self.port):
+                        error = ConnectionError(f"the server named an endpoint on another host: {data[:200]!r}")
+                        break
+                    self.endpoint = parts.path + (f"?{parts.query}" if parts.query else "")
+                    opened.set()
+                elif name == "message" and self.endpoint:
+                    try:
+                        received = orjson.loads(data)
+                    except orjson.JSONDecodeError:
+                        log.warning("the server sent an event that is not JSON: %r", data[:200])
+                        continue
+                    if isinstance(received, dict):
+                        await self._mux.route(received)
+        except ConnectionError as refused:
+            error = refused
+        if not self.endpoint:
+            error = ConnectionError(f"{self.url} opened no HTTP+SSE session (no endpoint event): {error}")
+        self._mux.fail(error)
+        opened.set()
+
+    async def _post(self, message: dict[str, Any]) -> None:
+        async for _, data in self._events("POST", self.endpoint, orjson.dumps(message), {"content-type": "application/json"}):
+            await self._mux.route(orjson.loads(data))  # a refusal (400 with a JSON-RPC error); else 202, and the rest comes on the stream
+
+    async def exchange(self, message: dict[str, Any], heard: Heard, legacy: bool) -> dict[str, Any] | None:
+        return await self._mux.exchange(message, heard)
+
+    async def notify(self, message: dict[str, Any]) -> None:
+        await self._post(message)
