@@ -35,7 +35,9 @@ def chain(middleware: tuple[Middleware, ...], last: Next) -> Next:
 
 
 def access_log(logger: logging.Logger | None = None, level: int = logging.INFO) -> Middleware:
-    """One log record per call at `level`: method, tool, principal, outcome and duration (the `mcpcore.access` logger)."""
+    """One log record per call at `level`: method, what it names (a tool, prompt or URI, as the client sent it),
+    principal, outcome (`ok`, `tool error` for an `isError` result, `error CODE`, `cancelled`) and duration
+    (the `mcpcore.access` logger)."""
     log = logger or logging.getLogger("mcpcore.access")
 
     async def log_call(call: Call, call_next: Next) -> bytes:
@@ -43,7 +45,7 @@ def access_log(logger: logging.Logger | None = None, level: int = logging.INFO) 
         outcome = "error"
         try:
             result = await call_next(call)
-            outcome = "ok"
+            outcome = "tool error" if b'"isError":true' in result else "ok"  # a tool's failure told to the model
             return result
         except McpError as error:
             outcome = f"error {error.code}"
@@ -53,8 +55,10 @@ def access_log(logger: logging.Logger | None = None, level: int = logging.INFO) 
                 outcome = "cancelled"
             elapsed_ms = (time.perf_counter() - started) * 1000
             method = call.message.get("method")
+            params = call.message.get("params")
+            target = call.tool or (params.get("name") or params.get("uri") if isinstance(params, dict) else None)
             log.log(
-                level, "%s %s by %s: %s in %.1f ms", method, call.tool or "-", call.principal or "-", outcome, elapsed_ms,
+                level, "%s %s by %s: %s in %.1f ms", method, target or "-", call.principal or "-", outcome, elapsed_ms,
                 extra={"request_id": call.message.get("id"), "method": method, "tool": call.tool,
                        "principal": call.principal, "outcome": outcome, "duration_ms": elapsed_ms},
             )

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import tool_call
 from http_client import HttpClient, mcp_headers, running
-from mcpcore import Call, McpError, Server
+from mcpcore import Call, McpError, Server, ToolError
 from mcpcore.auth import AccessToken, Auth, StaticTokens
 from mcpcore.middleware import Next, RateLimiter, access_log
 from stdio_client import serve
@@ -66,15 +66,22 @@ async def test_a_middleware_can_answer_with_an_error_instead_of_running_the_call
 
 async def test_the_access_log_has_one_record_per_call(caplog: pytest.LogCaptureFixture) -> None:
     server = with_echo(Server("logged", middleware=[access_log()]))
+
+    @server.tool
+    def refuse() -> str:
+        raise ToolError("no")
+
     async with running(server) as http, HttpClient.connect(http) as client:
         with caplog.at_level(logging.INFO, logger="mcpcore.access"):
             await client.post(tool_call(7, "echo", text="x"), mcp_headers(tool_call(7, "echo", text="x")))
             missing = tool_call(8, "nope")
             await client.post(missing, mcp_headers(missing))
+            await client.post(tool_call(9, "refuse"), mcp_headers(tool_call(9, "refuse")))
     records = [r for r in caplog.records if r.name == "mcpcore.access"]
     assert [(r.request_id, r.method, r.tool, r.outcome) for r in records] == [  # type: ignore[attr-defined]
-        (7, "tools/call", "echo", "ok"), (8, "tools/call", "", "error -32602")]
+        (7, "tools/call", "echo", "ok"), (8, "tools/call", "", "error -32602"), (9, "tools/call", "refuse", "tool error")]
     assert all(r.duration_ms >= 0 for r in records) and records[0].getMessage().startswith("tools/call echo by -: ok in ")  # type: ignore[attr-defined]
+    assert records[1].getMessage().startswith("tools/call nope by -: error -32602 in ")  # the name the client sent
 
 
 async def test_over_the_rate_a_caller_gets_429_with_retry_after_and_others_go_on() -> None:

@@ -34,5 +34,5 @@ def test_json_lines_carry_request_id_method_tool_outcome_and_duration(tmp_path: 
     assert failure["level"] == "error" and "disk full" in failure["exception"]
     assert (failure["request_id"], failure["method"], failure["tool"]) == ("req-7", "tools/call", "explode")
     access = next(r for r in records if r["logger"] == "mcpcore.access")
-    assert (access["request_id"], access["tool"], access["outcome"]) == ("req-7", "explode", "ok")
+    assert (access["request_id"], access["tool"], access["outcome"]) == ("req-7", "explode", "tool error")
     assert access["duration_ms"] >= 0 and access["time"].endswith("+00:00")
