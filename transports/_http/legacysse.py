@@ -135,7 +135,7 @@ def serve(exchange: ExchangeShape) -> bool:
 
 def _unserved(config: HttpConfig) -> Rejection:
     """404 where the server's switches leave no room for this transport, saying which."""
-    why = ("runs stateless (--stateless), and an HTTP+SSE session lives in the process holding its stream"
+    why = ("runs stateless (--stateless, or --workers without --redis), and an HTTP+SSE session lives in the process holding its stream"
            if config.stateless else "answers JSON only (--json-response), and HTTP+SSE answers on a stream")
     return _not_found(config, f"this server {why}")
 
