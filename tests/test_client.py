@@ -104,30 +104,42 @@ async def test_a_server_that_dies_mid_call_fails_every_pending_call_clearly() ->
 async def test_a_2025_session_answers_the_servers_question_while_other_calls_go_on() -> None:
     """The elicitation is answered in a task of its own: the answer waits for a call made after the question,
     which a reader blocked on the question could never finish."""
-    asked, quick_done = anyio.Event(), anyio.Event()
+    question = Question("Ada")
+    async with Client.stdio(SERVE, era="2025-11-25", elicit=question.elicit, strict=True) as client:
+        assert await question.asked_while_calling(client) == {"hold": "released", "greet": "Hello, Ada!", "echo": "meanwhile"}
 
-    async def elicit(params: dict[str, Any]) -> dict[str, Any]:
-        asked.set()
-        await quick_done.wait()
-        return {"action": "accept", "content": {"name": "Ada"}}
 
-    results: dict[str, str] = {}
-    async with Client.stdio(SERVE, era="2025-11-25", elicit=elicit, strict=True) as client:
+class Question:
+    """An elicitation answered only once a call made after it has finished: a client whose reader
+    waited on the answer could never finish that call."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.asked, self.quick_done = anyio.Event(), anyio.Event()
+
+    async def elicit(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.asked.set()
+        await self.quick_done.wait()
+        return {"action": "accept", "content": {"name": self.name}}
+
+    async def asked_while_calling(self, client: Client) -> dict[str, str]:
+        """`hold` and `greet` (which asks), and `echo` once the question is out: each one's text."""
+        results: dict[str, str] = {}
 
         async def call(name: str) -> None:
             results[name] = (await client.call_tool(name)).text
 
         async def quick() -> None:
-            await asked.wait()
+            await self.asked.wait()
             results["echo"] = (await client.call_tool("echo", {"text": "meanwhile"})).text
-            quick_done.set()
+            self.quick_done.set()
 
         with anyio.fail_after(30):
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(call, "hold")
                 tasks.start_soon(call, "greet")
                 tasks.start_soon(quick)
-    assert results == {"hold": "released", "greet": "Hello, Ada!", "echo": "meanwhile"}
+        return results
 
 
 @pytest.mark.usefixtures("http_flavour")
@@ -158,32 +170,12 @@ async def test_a_cancelled_call_over_http_or_http_sse_is_stopped_on_the_server(t
 @pytest.mark.usefixtures("http_flavour")
 @pytest.mark.parametrize("era", ["2024-11-05", "2025-11-25"])
 async def test_the_http_sse_transport_carries_calls_at_once_and_the_servers_questions(era: str) -> None:
-    asked, quick_done = anyio.Event(), anyio.Event()
-
-    async def elicit(params: dict[str, Any]) -> dict[str, Any]:
-        asked.set()
-        await quick_done.wait()
-        return {"action": "accept", "content": {"name": "Lin"}}
-
-    results: dict[str, str] = {}
+    question = Question("Lin")
     async with running(build()) as http:
-        async with Client.sse(f"http://127.0.0.1:{http.port}/sse", era=era, elicit=elicit, strict=True) as client:
+        async with Client.sse(f"http://127.0.0.1:{http.port}/sse", era=era, elicit=question.elicit, strict=True) as client:
             assert client.server_info["serverInfo"]["name"] == "client-tests"
             outcomes = await meet_all(client, "sse")
-
-            async def call(name: str) -> None:
-                results[name] = (await client.call_tool(name)).text
-
-            async def quick() -> None:
-                await asked.wait()
-                results["echo"] = (await client.call_tool("echo", {"text": "meanwhile"})).text
-                quick_done.set()
-
-            with anyio.fail_after(30):
-                async with anyio.create_task_group() as tasks:
-                    tasks.start_soon(call, "hold")
-                    tasks.start_soon(call, "greet")
-                    tasks.start_soon(quick)
+            results = await question.asked_while_calling(client)
             assert [tool["name"] for tool in await client.list_tools()][:2] == ["meet", "hang"]
     assert_each_got_its_own(outcomes)
     assert results == {"hold": "released", "greet": "Hello, Lin!", "echo": "meanwhile"}

@@ -119,6 +119,16 @@ class Multiplexer:
         assert waiting.response is not None
         return waiting.response
 
+    async def route_bytes(self, data: bytes | str, where: str) -> None:
+        """One message as the server framed it (a line, an event's data), parsed and routed; not JSON is logged."""
+        try:
+            received = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            log.warning("the server sent %s that is not JSON: %r", where, data[:200])
+            return
+        if isinstance(received, dict):
+            await self.route(received)
+
     async def route(self, received: dict[str, Any]) -> None:
         """One message of the server, to whom it belongs."""
         if "method" in received and "id" in received:
@@ -216,15 +226,8 @@ class StdioChannel:
             buffer += chunk
             while b"\n" in buffer:
                 line, buffer = buffer.split(b"\n", 1)
-                if not line.strip():
-                    continue
-                try:
-                    received = orjson.loads(line)
-                except orjson.JSONDecodeError:
-                    log.warning("the server wrote a line that is not JSON: %r", line[:200])
-                    continue
-                if isinstance(received, dict):
-                    await self._mux.route(received)
+                if line.strip():
+                    await self._mux.route_bytes(line, "a line")
         with anyio.move_on_after(1):
             await self.process.wait()
         status = self.process.returncode
@@ -470,13 +473,7 @@ class SseChannel(HttpChannel):
                     self.endpoint = parts.path + (f"?{parts.query}" if parts.query else "")
                     opened.set()
                 elif name == "message" and self.endpoint:
-                    try:
-                        received = orjson.loads(data)
-                    except orjson.JSONDecodeError:
-                        log.warning("the server sent an event that is not JSON: %r", data[:200])
-                        continue
-                    if isinstance(received, dict):
-                        await self._mux.route(received)
+                    await self._mux.route_bytes(data, "an event")
         except ConnectionError as refused:
             error = refused
         if not self.endpoint:
