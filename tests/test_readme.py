@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from conftest import ROOT, meta, request
-from memory import result_of
+from memory import error_of, result_of
 
 pytestmark = pytest.mark.anyio
 
@@ -50,6 +50,10 @@ async def test_readme_example_server_answers_as_documented() -> None:
         server, request("completion/complete", ref={"type": "ref/prompt", "name": "plan_trip"}, argument={"name": "city", "value": "P"})
     )
     assert done["completion"]["values"] == ["Paris", "Prague"]
+    trip = await result_of(server, request("prompts/get", name="plan_trip", arguments={"city": "Oslo", "days": "5"}))
+    assert trip["messages"][0]["content"]["text"] == "Plan a 5-day trip to Oslo."
+    bad_trip = await error_of(server, request("prompts/get", name="plan_trip", arguments={"city": "Oslo", "days": "five"}))
+    assert bad_trip["code"] == -32602 and "days" in bad_trip["message"]
 
 
 async def test_readme_example_runs_a_task_and_serves_its_custom_extension() -> None:
