@@ -79,10 +79,12 @@ class Multiplexer:
         self.answer: Answer | None = None
         self.unowned: Unowned | None = None
         self.tasks: anyio.abc.TaskGroup | None = None
+        self.gone: anyio.Event | None = None  # set once the server is gone (made in `start`, inside the event loop)
 
     async def start(self, answer: Answer | None, unowned: Unowned | None) -> None:
         """Open the task group the reader and the answers to server requests run in (left in `stop`)."""
         self.answer, self.unowned = answer, unowned
+        self.gone = anyio.Event()
         self.tasks = anyio.create_task_group()
         await self.tasks.__aenter__()
 
@@ -166,6 +168,8 @@ class Multiplexer:
         """The server is gone: every request waiting, and every later one, fails with `error`."""
         if self.broken is None:
             self.broken = error
+        if self.gone is not None:
+            self.gone.set()
         for waiting in list(self.waiting.values()):
             waiting.finish(error=error)
 
@@ -204,7 +208,9 @@ class StdioChannel:
             async with self._lock:
                 await self.process.stdin.send(orjson.dumps(message) + b"\n")
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            raise self._mux.broken or ConnectionError("the server's stdin is closed") from None
+            # Gone, though its stdout may stay open a while (a child of its own holding it).
+            self._mux.fail(ConnectionError("the server's stdin is closed"))
+            raise self._mux.broken from None
 
     async def _read(self) -> None:
         buffer = b""
@@ -230,6 +236,11 @@ class StdioChannel:
         status = self.process.returncode
         self._mux.fail(ConnectionError(f"the server closed its stdout ({'still running' if status is None else f'exit status {status}'}): "
                                        f"every request in flight failed"))
+
+    @property
+    def gone(self) -> anyio.Event | None:
+        """Set once the server is gone (`Client.wait_gone`)."""
+        return self._mux.gone
 
     async def exchange(self, message: dict[str, Any], heard: Heard, legacy: bool) -> dict[str, Any] | None:
         return await self._mux.exchange(message, heard)
@@ -487,6 +498,11 @@ class SseChannel(HttpChannel):
     async def _post(self, message: dict[str, Any]) -> None:
         async for _, data in self._events("POST", self.endpoint, orjson.dumps(message), {"content-type": "application/json"}):
             await self._mux.route(orjson.loads(data))  # a refusal (400 with a JSON-RPC error); else 202, and the rest comes on the stream
+
+    @property
+    def gone(self) -> anyio.Event | None:
+        """Set once the server is gone (`Client.wait_gone`)."""
+        return self._mux.gone
 
     async def exchange(self, message: dict[str, Any], heard: Heard, legacy: bool) -> dict[str, Any] | None:
         return await self._mux.exchange(message, heard)
