@@ -170,3 +170,25 @@ def _upstream_pid(proxy_pid: int) -> int:
     children = Path(f"/proc/{proxy_pid}/task/{proxy_pid}/children").read_text().split()
     assert len(children) == 1, children
     return int(children[0])
+
+
+async def test_the_official_python_client_in_the_2025_era(tmp_path: Path, upstream: list[str]) -> None:
+    """The official SDK's client opens with `initialize`, which the Bash upstream does not know: the gateway
+    answers it, and turns the upstream's `input_required` into a real elicitation request on the session."""
+    sdk = pytest.importorskip("mcp", reason="the official SDK is in the test extra (pip install -e '.[test]')")
+    sdk_types = pytest.importorskip("mcp_types")
+    asked: list[Any] = []
+
+    async def elicit(context: Any, params: Any) -> Any:
+        asked.append(params)
+        return sdk_types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    async with proxy(tmp_path, upstream) as (url, _):
+        with anyio.fail_after(60):
+            async with sdk.Client(url, mode="legacy", elicitation_callback=elicit, read_timeout_seconds=30) as client:
+                assert client.protocol_version == "2025-11-25"
+                echoed = await client.call_tool("echo", {"text": "through the gateway"})
+                assert echoed.content[0].text == "through the gateway"  # type: ignore[union-attr]
+                greeted = await client.call_tool("ask", {})
+                assert greeted.content[0].text == "Hello, Ada!"  # type: ignore[union-attr]
+    assert [params.message for params in asked] == ["What is your name?"]
