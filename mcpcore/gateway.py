@@ -102,6 +102,11 @@ async def _listed(listing: Callable[[], Awaitable[list[dict[str, Any]]]]) -> lis
         return []
 
 
+def _unowned(notification: dict[str, Any]) -> None:
+    """An upstream notification no call owns (a log while several calls run: the wire names no request)."""
+    log.debug("the upstream said, for no one call: %s %s", notification.get("method"), notification.get("params"))
+
+
 def _bare(result: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in result.items() if key not in _RESULT_ENVELOPE}
 
@@ -148,8 +153,11 @@ class Gateway:
         start must succeed: a gateway whose upstream cannot start at all refuses to serve."""
         failures = 0
         while True:
+            client = self.connect()
+            if client.on_notification is None:
+                client.on_notification = _unowned
             try:
-                async with self.connect() as client:
+                async with client:
                     await self._mirror(client)
                     self.client, failures = client, 0
                     assert self._up is not None

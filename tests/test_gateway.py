@@ -192,3 +192,65 @@ async def test_the_official_python_client_in_the_2025_era(tmp_path: Path, upstre
                 greeted = await client.call_tool("ask", {})
                 assert greeted.content[0].text == "Hello, Ada!"  # type: ignore[union-attr]
     assert [params.message for params in asked] == ["What is your name?"]
+
+
+# -- an mcpcore upstream (tests/servers/client_server.py over stdio): what the Bash one cannot show ---------
+
+PYTHON_UPSTREAM = [sys.executable, "-m", "mcpcore", "run", str(ROOT / "tests" / "servers" / "client_server.py")]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_calls_that_only_finish_together_run_at_once_with_their_progress(tmp_path: Path, era: str) -> None:
+    async with proxy(tmp_path, PYTHON_UPSTREAM) as (url, _):
+        async with Client.http(url, era=era, log_level="info") as client:
+            with anyio.fail_after(60):
+                outcomes: dict[str, Any] = {}
+
+                async def meet(label: str) -> None:
+                    outcomes[label] = await client.call_tool("meet", {"label": label, "group": era, "expected": 8})
+
+                async with anyio.create_task_group() as tasks:
+                    for index in range(8):
+                        tasks.start_soon(meet, f"call-{index}")
+                assert sorted(outcomes) == [f"call-{index}" for index in range(8)]
+                for label, outcome in outcomes.items():
+                    assert outcome.text == label
+                    assert [(p["progress"], p["message"]) for p in outcome.progress] == [(1, label), (2, label)]
+                # A log names no request: the upstream's logs reach the caller while its call is alone upstream.
+                alone = await client.call_tool("meet", {"label": "alone", "group": f"{era}-alone", "expected": 1})
+                assert [log["data"] for log in alone.logs] == ["alone met 1"]
+
+
+async def test_a_cancelled_call_is_cancelled_upstream(tmp_path: Path) -> None:
+    async with proxy(tmp_path, PYTHON_UPSTREAM) as (url, _):
+        async with Client.http(url) as client:
+            with anyio.fail_after(30):
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(client.call_tool, "hang")
+                    while (await client.call_tool("tally")).structured != {"hanging": 1, "cancelled": 0}:
+                        await anyio.sleep(0.02)
+                    tasks.cancel_scope.cancel()
+                while (await client.call_tool("tally")).structured != {"hanging": 0, "cancelled": 1}:
+                    await anyio.sleep(0.02)
+
+
+async def test_an_upstream_that_exits_fails_every_call_in_flight(tmp_path: Path) -> None:
+    async with proxy(tmp_path, PYTHON_UPSTREAM) as (url, _):
+        async with Client.http(url) as client:
+            with anyio.fail_after(60):
+                failures: list[McpError] = []
+
+                async def hang() -> None:
+                    with pytest.raises(McpError) as failed:
+                        await client.call_tool("hang")
+                    failures.append(failed.value)
+
+                async with anyio.create_task_group() as tasks:
+                    for _ in range(3):
+                        tasks.start_soon(hang)
+                    with pytest.raises(McpError):
+                        await client.call_tool("crash", {"after": 3})
+                assert len(failures) == 3
+                assert {(error.code, error.message.split(" (")[0]) for error in failures} == {
+                    (-32603, "the upstream server went away during tools/call")}
+                assert (await client.call_tool("echo", {"text": "back"})).text == "back"

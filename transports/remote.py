@@ -105,14 +105,10 @@ class Multiplexer:
             await self.send(message)
             await waiting.done.wait()
         except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-                if self.broken is None:
-                    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
-                              "params": {"requestId": message["id"], "reason": "cancelled by the client"}}
-                    try:
-                        await self.send(cancel)
-                    except ConnectionError:
-                        pass  # the server is gone: nothing left to cancel
+            if self.broken is None and self.tasks is not None:
+                # Sent from the channel's own tasks: a caller cancelled natively (asyncio's `task.cancel()`, as
+                # a server cancels the call that made this request) would cancel it even in a shielded scope.
+                self.tasks.start_soon(self._cancel, message["id"])
             raise
         finally:
             self.waiting.pop(message["id"], None)
@@ -120,6 +116,15 @@ class Multiplexer:
             raise waiting.error
         assert waiting.response is not None
         return waiting.response
+
+    async def _cancel(self, request_id: Any) -> None:
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                  "params": {"requestId": request_id, "reason": "cancelled by the client"}}
+        with anyio.move_on_after(5):
+            try:
+                await self.send(cancel)
+            except ConnectionError:
+                pass  # the server is gone: nothing left to cancel
 
     async def route(self, received: dict[str, Any]) -> None:
         """One message of the server, to whom it belongs."""
