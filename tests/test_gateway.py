@@ -254,3 +254,22 @@ async def test_an_upstream_that_exits_fails_every_call_in_flight(tmp_path: Path)
                 assert {(error.code, error.message.split(" (")[0]) for error in failures} == {
                     (-32603, "the upstream server went away during tools/call")}
                 assert (await client.call_tool("echo", {"text": "back"})).text == "back"
+
+
+def test_proxy_needs_the_upstreams_command() -> None:
+    result = subprocess.run([sys.executable, "-m", "mcpcore", "proxy", "--transport", "http"], capture_output=True,
+                            text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert result.returncode == 1
+    assert result.stderr.strip() == ("mcpcore: proxy needs the upstream server's command after --, "
+                                     "e.g. mcpcore proxy -- python server.py")
+
+
+def test_an_upstream_that_cannot_start_stops_the_proxy_saying_why(tmp_path: Path) -> None:
+    missing = str(tmp_path / "no-such-server")
+    result = subprocess.run([sys.executable, "-m", "mcpcore", "proxy", "--transport", "http", "--port", "0", "--",
+                             missing], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("mcpcore: the lifespan of server 'proxy:no-such-server' failed at start-up: "
+                           "UpstreamDidNotStart: the upstream server did not start: ")
+    assert missing in last and "serving" not in result.stderr
