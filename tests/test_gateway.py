@@ -135,7 +135,12 @@ async def test_a_cancelled_call_ends_and_the_gateway_goes_on(tmp_path: Path, ups
                 assert (await client.call_tool("echo", {"text": "after"})).text == "after"
 
 
-async def test_an_upstream_that_dies_fails_the_call_in_flight_and_comes_back(tmp_path: Path, upstream: list[str]) -> None:
+@pytest.mark.parametrize("orphan", [False, True], ids=["alone", "with-a-child-holding-its-stdout"])
+async def test_an_upstream_that_dies_fails_the_call_in_flight_and_comes_back(tmp_path: Path, upstream: list[str],
+                                                                             orphan: bool) -> None:
+    # With a child of its own that keeps its stdout open, no end of stream comes: its exit must be seen.
+    if orphan:
+        upstream = ["bash", "-c", 'sleep 60 & exec "$@"', "upstream", *upstream]
     async with proxy(tmp_path, upstream) as (url, process):
         async with Client.http(url) as client:
             with anyio.fail_after(60):

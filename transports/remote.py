@@ -195,6 +195,7 @@ class StdioChannel:
         await self._mux.start(answer, unowned)
         assert self._mux.tasks is not None
         self._mux.tasks.start_soon(self._read)
+        self._mux.tasks.start_soon(self._watch)
 
     async def close(self) -> None:
         if self.process is None:
@@ -213,9 +214,16 @@ class StdioChannel:
             async with self._lock:
                 await self.process.stdin.send(orjson.dumps(message) + b"\n")
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            # Gone, though its stdout may stay open a while (a child of its own holding it).
-            self._mux.fail(ConnectionError("the server's stdin is closed"))
-            raise self._mux.broken from None
+            raise self._mux.broken or ConnectionError("the server's stdin is closed") from None
+
+    async def _watch(self) -> None:
+        """A server that exits fails the requests in flight, even while a child of its own keeps its stdout
+        open (so that no end of stream comes): the reader says so first when the end comes with the exit."""
+        status = await self.process.wait()
+        assert self._mux.gone is not None
+        with anyio.move_on_after(1):
+            await self._mux.gone.wait()
+        self._mux.fail(ConnectionError(f"the server exited (exit status {status}): every request in flight failed"))
 
     async def _read(self) -> None:
         buffer = b""
