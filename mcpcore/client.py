@@ -319,8 +319,9 @@ class Client:
         return response["result"]
 
     async def wait_gone(self) -> None:
-        """Return once the server is gone: a subprocess that exited or closed its stdout, an
-        HTTP+SSE stream that ended. A Streamable HTTP or in-memory server has no such moment: it waits until cancelled."""
+        """Return once the server is gone: a subprocess that exited or closed its stdout, an HTTP+SSE
+        stream that ended. A Streamable HTTP or in-memory server has no such moment: it waits until
+        cancelled."""
         gone = getattr(self._channel, "gone", None)
         if gone is None:
             await anyio.sleep_forever()

@@ -167,7 +167,7 @@ class Gateway:
                     await client.wait_gone()
                     self.client, self._up = None, anyio.Event()  # before closing it: new calls wait for the next one
                     log.warning("the upstream server exited; starting it again")
-            except (ConnectionError, McpError, OSError) as error:
+            except Exception as error:  # it could not start, or its lists could not be read
                 if not started.done():
                     started.set_exception(UpstreamDidNotStart(f"the upstream server did not start: {error}"))
                     return
@@ -186,16 +186,26 @@ class Gateway:
         resources = await _listed(client.list_resources) if "resources" in offered else []
         templates = await _listed(client.list_resource_templates) if "resources" in offered else []
         prompts = await _listed(client.list_prompts) if "prompts" in offered else []
-        for catalog, items in ((self.server.tools, [UpstreamTool(self, entry) for entry in tools]),
-                               (self.server.resources, [UpstreamResource(self, entry) for entry in resources]),
-                               (self.server.templates, [UpstreamTemplate(self, entry) for entry in templates]),
-                               (self.server.prompts, [UpstreamPrompt(self, entry) for entry in prompts])):
+        for catalog, items in ((self.server.tools, self._stand_ins(UpstreamTool, tools)),
+                               (self.server.resources, self._stand_ins(UpstreamResource, resources)),
+                               (self.server.templates, self._stand_ins(UpstreamTemplate, templates)),
+                               (self.server.prompts, self._stand_ins(UpstreamPrompt, prompts))):
             for key in [item.key for item in catalog if item.key not in {new.key for new in items}]:
                 catalog.remove(key)
             for item in items:
                 if catalog.get(item.key) is not None:
                     catalog.remove(item.key)
                 catalog.add(item)
+
+    def _stand_ins(self, kind: Any, entries: list[dict[str, Any]]) -> list[Any]:
+        """A stand-in for each entry; one mcpcore cannot serve (a tool name with a `/`) is left out, said once."""
+        made = []
+        for entry in entries:
+            try:
+                made.append(kind(self, entry))
+            except (KeyError, TypeError, ValueError) as error:
+                log.warning("the upstream's %s is not served: %s (%s)", kind.__name__[8:].lower(), entry, error)
+        return made
 
     async def _client(self) -> Client:
         """The upstream's client, waiting (within the timeout) while it is being started again."""

@@ -278,3 +278,16 @@ def test_an_upstream_that_cannot_start_stops_the_proxy_saying_why(tmp_path: Path
     assert last.startswith("mcpcore: the lifespan of server 'proxy:no-such-server' failed at start-up: "
                            "UpstreamDidNotStart: the upstream server did not start: ")
     assert missing in last and "serving" not in result.stderr
+
+
+async def test_the_python_api_fronts_any_client_in_process() -> None:
+    """`Gateway(connect).server` is a plain `Server`: here in memory, in front of an mcpcore server in memory."""
+    from mcpcore.gateway import Gateway
+    from servers.client_server import build
+
+    gateway = Gateway(lambda: Client(build()), name="front", timeout=10)
+    async with Client(gateway.server, era="2025-11-25") as client:
+        with anyio.fail_after(30):
+            assert "echo" in [tool["name"] for tool in await client.list_tools()]
+            assert (await client.call_tool("echo", {"text": "in memory"})).text == "in memory"
+            assert client.server_info["serverInfo"]["name"] == "front"
