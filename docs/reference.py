@@ -23,7 +23,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = ROOT / "docs" / "reference.md"
-MODULES = ("mcpcore", "mcpcore.client", "mcpcore.testing", "mcpcore.routes", "mcpcore.auth", "mcpcore.oauth",
+MODULES = ("mcpcore", "mcpcore.client", "mcpcore.gateway", "mcpcore.testing", "mcpcore.routes", "mcpcore.auth", "mcpcore.oauth",
            "mcpcore.middleware", "mcpcore.logs", "mcpcore.tracing", "mcpcore.asgi", "mcpcore.extensions",
            "mcpcore.tasks", "mcpcore.taskstore", "mcpcore.skills", "mcpcore.apps", "mcpcore.frontmatter", "mcpcore.redisstate",
            "mcpcore.pytest_plugin")

@@ -44,6 +44,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 
+import anyio
 import orjson
 
 from . import __version__
@@ -306,6 +307,27 @@ class Client:
             params["requestState"] = result.get("requestState")
         raise AssertionError(f"the server asked for input {MAX_ROUNDS} times in a row for one {method}")
 
+    async def send(self, method: str, params: Mapping[str, Any] | None = None, *, progress: bool = False,
+                   on_notification: Listener | None = None) -> dict[str, Any]:
+        """One request, one round: its result as the server sent it, an `input_required` one included, for
+        a caller that answers it itself (`mcpcore.gateway` asks its own client); the request's notifications
+        go to `on_notification` as they come. Errors raise `McpError`."""
+        response = await self._send(method, dict(params or {}), progress, [], on_notification)
+        assert response is not None, f"the server sent no response to {method}"
+        if "error" in response:
+            raise _raised(response["error"])
+        return response["result"]
+
+    async def wait_gone(self) -> None:
+        """Return once the server is gone: a subprocess that exited or closed its stdout, an HTTP+SSE
+        stream that ended. A Streamable HTTP or in-memory server has no such moment: it waits until
+        cancelled."""
+        gone = getattr(self._channel, "gone", None)
+        if gone is None:
+            await anyio.sleep_forever()
+        else:
+            await gone.wait()
+
     async def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
         """Send a notification (2025-era sessions: it reaches the session)."""
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": dict(params or {})}
@@ -328,9 +350,10 @@ class Client:
             params["_meta"] = meta
         return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
 
-    async def _send(self, method: str, params: dict[str, Any], progress: bool,
-                    heard: list[dict[str, Any]]) -> dict[str, Any] | None:
-        """One request through the channel; its notifications appended to `heard`, its response returned."""
+    async def _send(self, method: str, params: dict[str, Any], progress: bool, heard: list[dict[str, Any]],
+                    listener: Listener | None = None) -> dict[str, Any] | None:
+        """One request through the channel; its notifications appended to `heard` (and given to `listener`),
+        its response returned."""
         message = self._message(method, params, progress)
         broken: list[Exception] = []
 
@@ -343,6 +366,8 @@ class Client:
                 return await self._answer_request(received)
             heard.append(received)
             await self._heard(received)
+            if listener is not None:
+                await run_callback(listener, received)
             return None
 
         response = await self._channel.exchange(message, hear, self.legacy)

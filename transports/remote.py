@@ -79,10 +79,12 @@ class Multiplexer:
         self.answer: Answer | None = None
         self.unowned: Unowned | None = None
         self.tasks: anyio.abc.TaskGroup | None = None
+        self.gone: anyio.Event | None = None  # set once the server is gone (made in `start`, inside the event loop)
 
     async def start(self, answer: Answer | None, unowned: Unowned | None) -> None:
         """Open the task group the reader and the answers to server requests run in (left in `stop`)."""
         self.answer, self.unowned = answer, unowned
+        self.gone = anyio.Event()
         self.tasks = anyio.create_task_group()
         await self.tasks.__aenter__()
 
@@ -103,14 +105,10 @@ class Multiplexer:
             await self.send(message)
             await waiting.done.wait()
         except anyio.get_cancelled_exc_class():
-            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-                if self.broken is None:
-                    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
-                              "params": {"requestId": message["id"], "reason": "cancelled by the client"}}
-                    try:
-                        await self.send(cancel)
-                    except ConnectionError:
-                        pass  # the server is gone: nothing left to cancel
+            if self.broken is None and self.tasks is not None:
+                # Sent from the channel's own tasks: a caller cancelled natively (asyncio's `task.cancel()`, as
+                # a server cancels the call that made this request) would cancel it even in a shielded scope.
+                self.tasks.start_soon(self._cancel, message["id"])
             raise
         finally:
             self.waiting.pop(message["id"], None)
@@ -128,6 +126,15 @@ class Multiplexer:
             return
         if isinstance(received, dict):
             await self.route(received)
+
+    async def _cancel(self, request_id: Any) -> None:
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                  "params": {"requestId": request_id, "reason": "cancelled by the client"}}
+        with anyio.move_on_after(5):
+            try:
+                await self.send(cancel)
+            except ConnectionError:
+                pass  # the server is gone: nothing left to cancel
 
     async def route(self, received: dict[str, Any]) -> None:
         """One message of the server, to whom it belongs."""
@@ -176,6 +183,8 @@ class Multiplexer:
         """The server is gone: every request waiting, and every later one, fails with `error`."""
         if self.broken is None:
             self.broken = error
+        if self.gone is not None:
+            self.gone.set()
         for waiting in list(self.waiting.values()):
             waiting.finish(error=error)
 
@@ -196,6 +205,7 @@ class StdioChannel:
         await self._mux.start(answer, unowned)
         assert self._mux.tasks is not None
         self._mux.tasks.start_soon(self._read)
+        self._mux.tasks.start_soon(self._watch)
 
     async def close(self) -> None:
         if self.process is None:
@@ -216,6 +226,15 @@ class StdioChannel:
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             raise self._mux.broken or ConnectionError("the server's stdin is closed") from None
 
+    async def _watch(self) -> None:
+        """A server that exits fails the requests in flight, even while a child of its own keeps its stdout
+        open (so that no end of stream comes): the reader says so first when the end comes with the exit."""
+        status = await self.process.wait()
+        assert self._mux.gone is not None
+        with anyio.move_on_after(1):
+            await self._mux.gone.wait()
+        self._mux.fail(ConnectionError(f"the server exited (exit status {status}): every request in flight failed"))
+
     async def _read(self) -> None:
         buffer = b""
         while True:
@@ -233,6 +252,11 @@ class StdioChannel:
         status = self.process.returncode
         self._mux.fail(ConnectionError(f"the server closed its stdout ({'still running' if status is None else f'exit status {status}'}): "
                                        f"every request in flight failed"))
+
+    @property
+    def gone(self) -> anyio.Event | None:
+        """Set once the server is gone (`Client.wait_gone`)."""
+        return self._mux.gone
 
     async def exchange(self, message: dict[str, Any], heard: Heard, legacy: bool) -> dict[str, Any] | None:
         return await self._mux.exchange(message, heard)
@@ -484,6 +508,11 @@ class SseChannel(HttpChannel):
     async def _post(self, message: dict[str, Any]) -> None:
         async for _, data in self._events("POST", self.endpoint, orjson.dumps(message), {"content-type": "application/json"}):
             await self._mux.route(orjson.loads(data))  # a refusal (400 with a JSON-RPC error); else 202, and the rest comes on the stream
+
+    @property
+    def gone(self) -> anyio.Event | None:
+        """Set once the server is gone (`Client.wait_gone`)."""
+        return self._mux.gone
 
     async def exchange(self, message: dict[str, Any], heard: Heard, legacy: bool) -> dict[str, Any] | None:
         return await self._mux.exchange(message, heard)

@@ -26,6 +26,7 @@ from .._serving.server import Server
 from ..logs import DEFAULT_LEVEL, FORMATS, LEVELS
 from .clientconfig import CLIENTS
 from .failures import cannot_listen, in_user_code
+from ..gateway import DEFAULT_TIMEOUT
 from .runner import TRANSPORTS, run, run_workers, shape
 
 DEFAULT_ATTRIBUTES = ("server", "mcp", "app")
@@ -106,30 +107,23 @@ def load_target(target: str) -> Server:
     raise TargetError(f"{location} has no attribute {' / '.join(names)} holding an mcpcore Server")
 
 
-def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
-    """The console script's parser, and its `run` subcommand's (whose options settings may give)."""
-    parser = argparse.ArgumentParser(prog="mcpcore", description="Run Model Context Protocol servers.", allow_abbrev=False)
-    parser.add_argument("--version", action="version", version=f"mcpcore {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
-    runner = commands.add_parser("run", help="serve a server defined in a file or module", allow_abbrev=False,
-                                 epilog="Options may also come from MCPCORE_<OPTION> variables and mcpcore.toml or "
-                                        "[tool.mcpcore] in pyproject.toml (see docs/running.md).")
-    runner.add_argument("target", nargs="?", help="path/to/file.py[:attr] or package.module[:attr]")
-    runner.add_argument("--transport", choices=TRANSPORTS, help="stdio (the default) or http")
-    runner.add_argument("--log-level", choices=LEVELS,
+def _serving_options(parser: argparse.ArgumentParser) -> None:
+    """The options of `run` that say how a server is served (`proxy` takes them too)."""
+    parser.add_argument("--transport", choices=TRANSPORTS, help="stdio (the default) or http")
+    parser.add_argument("--log-level", choices=LEVELS,
                         help=f"least severe diagnostics written to stderr ({DEFAULT_LEVEL})")
-    runner.add_argument("--log-format", choices=FORMATS,
+    parser.add_argument("--log-format", choices=FORMATS,
                         help="stderr diagnostics as 'mcpcore: message' lines (text) or one JSON object per line (json)")
-    runner.add_argument("--max-in-flight", type=int, help="concurrent calls before reading pauses "
+    parser.add_argument("--max-in-flight", type=int, help="concurrent calls before reading pauses "
                         f"(stdio {d.STDIO_MAX_IN_FLIGHT}, http {d.HTTP_MAX_IN_FLIGHT})")
-    runner.add_argument("--grace-period", type=float, help="seconds in-flight calls get to finish at shutdown "
+    parser.add_argument("--grace-period", type=float, help="seconds in-flight calls get to finish at shutdown "
                         f"(stdio {d.STDIO_GRACE_PERIOD:g}, http {d.HTTP_GRACE_PERIOD:g})")
-    runner.add_argument("--redis", dest="redis_url", metavar="URL", help="share subscriptions' changes, tasks and "
+    parser.add_argument("--redis", dest="redis_url", metavar="URL", help="share subscriptions' changes, tasks and "
                         "2025-era sessions with the other processes using this Redis, e.g. redis://127.0.0.1:6379/0 "
                         "(needs mcpcore[redis])")
-    stdio = runner.add_argument_group("stdio")
+    stdio = parser.add_argument_group("stdio")
     stdio.add_argument("--max-line-bytes", type=int, help=f"largest accepted message line ({d.STDIO_MAX_LINE_BYTES // d.MIB} MiB)")
-    http = runner.add_argument_group("http")
+    http = parser.add_argument_group("http")
     http.add_argument("--host", help=f"address to bind ({d.HTTP_HOST})")
     http.add_argument("--port", type=int, help=f"port to bind ({d.HTTP_PORT}; 0 picks a free one)")
     http.add_argument("--path", help=f"the MCP endpoint path ({d.HTTP_PATH})")
@@ -160,6 +154,24 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                       f"({d.HTTP_SSE_MESSAGE_PATH})")
     http.add_argument("--workers", type=int, help="worker processes sharing the port (1)")
     http.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)  # set by the worker supervisor
+
+
+def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The console script's parser, and its `run` subcommand's (whose options settings may give)."""
+    parser = argparse.ArgumentParser(prog="mcpcore", description="Run Model Context Protocol servers.", allow_abbrev=False)
+    parser.add_argument("--version", action="version", version=f"mcpcore {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    runner = commands.add_parser("run", help="serve a server defined in a file or module", allow_abbrev=False,
+                                 epilog="Options may also come from MCPCORE_<OPTION> variables and mcpcore.toml or "
+                                        "[tool.mcpcore] in pyproject.toml (see docs/running.md).")
+    runner.add_argument("target", nargs="?", help="path/to/file.py[:attr] or package.module[:attr]")
+    _serving_options(runner)
+    proxy = commands.add_parser("proxy", help="serve a stdio MCP server's tools, resources and prompts as mcpcore's own: "
+                                "mcpcore proxy [options] -- CMD ARGS...", allow_abbrev=False,
+                                epilog="Options as for run (settings included); see docs/gateway.md.")
+    proxy.add_argument("--upstream-timeout", type=float, default=DEFAULT_TIMEOUT,
+                       help=f"seconds a request forwarded to the upstream may take ({DEFAULT_TIMEOUT:g})")
+    _serving_options(proxy)
     inspect = commands.add_parser("inspect", help="list a server's tools (with schemas), resources and prompts")
     inspect.add_argument("target", help="path/to/file.py[:attr] or package.module[:attr]")
     inspect.add_argument("--json", action="store_true", help="print everything as JSON")
@@ -245,7 +257,7 @@ def _settle(runner: argparse.ArgumentParser, args: argparse.Namespace) -> None:
             setattr(args, dest, found.get(dest, RUN_DEFAULTS.get(dest)))
     if args.listen_fd is not None:
         args.workers = 1  # a worker serves; only its supervisor (which read the same settings) starts workers
-    if args.target is None:
+    if args.target is None and args.command == "run":
         sys.exit("mcpcore: run needs a TARGET (or `target` in mcpcore.toml, or MCPCORE_TARGET)")
 
 
@@ -282,8 +294,16 @@ def _inner_loop(server: Server, args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser, runner = _parser()
+    upstream: list[str] = []
+    if argv[:1] == ["proxy"] and "--" in argv:  # the upstream's own arguments are never mcpcore's options
+        cut = argv.index("--")
+        argv, upstream = argv[:cut], argv[cut + 1:]
     args = parser.parse_args(argv)
-    if args.command == "run":
+    if args.command == "proxy":
+        if not upstream:
+            sys.exit("mcpcore: proxy needs the upstream server's command after --, e.g. mcpcore proxy -- python server.py")
+        args.upstream, args.target = upstream, None
+    if args.command in ("run", "proxy"):
         _settle(runner, args)
     try:
         _command(args, argv, runner)
@@ -309,6 +329,18 @@ def _load(args: argparse.Namespace) -> Server:
         _fail(args, f"cannot load {args.target!r}: {in_user_code(error)}", error)
 
 
+def _gateway(args: argparse.Namespace) -> Server:
+    """`mcpcore proxy`: a server whose tools, resources and prompts are the stdio upstream's (mcpcore.gateway)."""
+    from ..client import Client
+    from ..gateway import Gateway
+
+    try:
+        return Gateway(lambda: Client.stdio(args.upstream), name=f"proxy:{os.path.basename(args.upstream[0])}",
+                       timeout=args.upstream_timeout).server
+    except ValueError as error:
+        sys.exit(f"mcpcore: {error}")
+
+
 def _command(args: argparse.Namespace, argv: list[str], runner: argparse.ArgumentParser) -> None:
     if args.command == "dev":  # the children load the target, each after a change
         from .reload import run as dev
@@ -318,13 +350,15 @@ def _command(args: argparse.Namespace, argv: list[str], runner: argparse.Argumen
         target, is_file = absolute_target(args.target)
         folder = Path(_split(target)[0]).parent if is_file else Path.cwd()
         sys.exit(dev(folder, [args.target, *args.run_options], stdio=watched.transport == "stdio"))
-    server = _load(args)
+    server = _gateway(args) if args.command == "proxy" else _load(args)
     if args.command == "config":
         from .clientconfig import configure
 
         sys.exit(configure(*absolute_target(args.target), args.name or server.name, args.client, args.write))
-    if args.command != "run":
+    if args.command not in ("run", "proxy"):
         sys.exit(_inner_loop(server, args))
+    if args.command == "proxy" and args.workers > 1:
+        sys.exit("mcpcore: proxy serves one upstream process: --workers is not supported")
     if args.transport != "http":
         flags = {action.dest: action.option_strings[0] for action in runner._actions if action.option_strings}
         given = [flags[name] for name in _HTTP_ONLY if getattr(args, name) not in (None, False)]
