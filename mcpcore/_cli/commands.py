@@ -8,6 +8,7 @@ on the terminal. Exit status: 0, or 1 when the answer is an error.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from typing import Any, Callable, Sequence
 
@@ -47,6 +48,8 @@ def _pretty(value: Any) -> str:
 def _run(work: Callable[[], Any]) -> int:
     try:
         return anyio.run(work)
+    except asyncio.CancelledError:  # Python 3.10: a Ctrl-C cancels the main task, and only the cancellation comes out
+        raise KeyboardInterrupt from None
     except McpError as error:
         data = f" {orjson.dumps(error.data).decode()}" if error.data is not None else ""
         print(f"mcpcore: error {error.code}: {error.message}{data}", file=sys.stderr)
