@@ -147,17 +147,26 @@ SLOW = """\
 
 
 async def _interrupted(command: list[str], marker: str, env: dict[str, str] | None = None) -> tuple[int, str]:
-    """Run `command` until `marker` shows on stderr, send SIGINT, and return its exit status and stderr."""
-    process = await anyio.open_process(command, cwd=ROOT, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+    """Run `command` until `marker` shows on stderr, send SIGINT, and return its exit status and stderr.
+    A child still running after 30 s is sent SIGABRT, so the failure shows where each of its threads was."""
+    env = {**os.environ, "PYTHONFAULTHANDLER": "1", **(env or {})}
+    process = await anyio.open_process(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL)
     seen = b""
     try:
-        with anyio.fail_after(30):
-            assert process.stderr is not None
+        assert process.stderr is not None
+        with anyio.move_on_after(30) as waited:
             while marker.encode() not in seen:
                 seen += await process.stderr.receive()
             process.send_signal(signal.SIGINT)
             async for chunk in process.stderr:
                 seen += chunk
+        if waited.cancelled_caught:
+            process.send_signal(signal.SIGABRT)
+            with anyio.move_on_after(10):
+                async for chunk in process.stderr:
+                    seen += chunk
+            pytest.fail(f"still running 30 s after it started; its stderr:\n{seen.decode(errors='replace')}")
+        with anyio.fail_after(30):
             status = await process.wait()
     finally:
         if process.returncode is None:
