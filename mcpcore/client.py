@@ -304,7 +304,9 @@ class Client:
                 return Outcome(result, heard)
             params["inputResponses"] = {name: (await self._answer_request(asked))["result"]
                                         for name, asked in (result.get("inputRequests") or {}).items()}
-            params["requestState"] = result.get("requestState")
+            params.pop("requestState", None)  # sent back only as the server gave it: never as null
+            if "requestState" in result:
+                params["requestState"] = result["requestState"]
         raise AssertionError(f"the server asked for input {MAX_ROUNDS} times in a row for one {method}")
 
     async def send(self, method: str, params: Mapping[str, Any] | None = None, *, progress: bool = False,
