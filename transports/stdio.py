@@ -32,6 +32,7 @@ from mcpcore._runtime.defaults import (
     PORTABLE_ENV, STDIO_GRACE_PERIOD, STDIO_MAX_HELD, STDIO_MAX_IN_FLIGHT, STDIO_MAX_LINE_BYTES, portable_forced,
 )
 from mcpcore._runtime.session import Session
+from mcpcore._runtime.threads import start_without_signals
 from mcpcore._serving.server import Server
 from mcpcore._wire.jsonrpc import INVALID_REQUEST, NOTIFICATION, REQUEST, RESPONSE, McpError, encode_error
 from mcpcore._wire.protocol import claims_modern
@@ -129,7 +130,7 @@ def bridge(fd: int, reading: bool) -> tuple[socket.socket, threading.Thread]:
     ours, theirs = socket.socketpair()
     copy, args = (_copy_in, (fd, theirs)) if reading else (_copy_out, (theirs, os.dup(fd)))
     thread = threading.Thread(target=copy, args=args, daemon=True, name="mcpcore-stdio-bridge")
-    thread.start()
+    start_without_signals(thread)  # a Ctrl-C must reach the loop's thread, not one blocked reading
     return ours, thread
 
 
