@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import signal
 import threading
 from typing import Any, Callable
 
@@ -20,7 +19,7 @@ import pytest
 from conftest import meta, request
 from http_client import HttpClient, mcp_headers, running
 from mcpcore import Context, Server
-from mcpcore._runtime.threads import ThreadPool, start_without_signals
+from mcpcore._runtime.threads import ThreadPool
 
 pytestmark = pytest.mark.anyio
 
@@ -206,26 +205,3 @@ def test_inline_is_refused_for_an_async_tool() -> None:
 
     with pytest.raises(ValueError, match="inline=True is for sync functions"):
         server.add_tool(already_on_the_loop, inline=True)
-
-
-needs_masks = pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="signal masks are POSIX")
-
-
-@needs_masks
-async def test_a_worker_thread_leaves_ctrl_c_and_sigterm_to_the_main_thread() -> None:
-    """A process-directed SIGINT delivered to a worker asleep in a sync tool would wait there for the tool;
-    blocked in every worker, the kernel hands it to the main thread, whose loop handles it."""
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
-    blocked = await ThreadPool().run(signal.pthread_sigmask, signal.SIG_BLOCK, [])
-    assert {signal.SIGINT, signal.SIGTERM} <= blocked
-    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before  # the caller's own mask is as it was
-
-
-@needs_masks
-def test_a_thread_started_without_signals_blocks_them_and_its_starter_does_not() -> None:
-    seen: list[set[signal.Signals]] = []
-    thread = threading.Thread(target=lambda: seen.append(signal.pthread_sigmask(signal.SIG_BLOCK, [])))
-    start_without_signals(thread)
-    thread.join(10)
-    assert {signal.SIGINT, signal.SIGTERM} <= seen[0]
-    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])

@@ -18,6 +18,7 @@ import logging
 import os
 import select
 import selectors
+import signal
 import socket
 import stat
 import sys
@@ -32,7 +33,6 @@ from mcpcore._runtime.defaults import (
     PORTABLE_ENV, STDIO_GRACE_PERIOD, STDIO_MAX_HELD, STDIO_MAX_IN_FLIGHT, STDIO_MAX_LINE_BYTES, portable_forced,
 )
 from mcpcore._runtime.session import Session
-from mcpcore._runtime.threads import start_without_signals
 from mcpcore._serving.server import Server
 from mcpcore._wire.jsonrpc import INVALID_REQUEST, NOTIFICATION, REQUEST, RESPONSE, McpError, encode_error
 from mcpcore._wire.protocol import claims_modern
@@ -130,8 +130,22 @@ def bridge(fd: int, reading: bool) -> tuple[socket.socket, threading.Thread]:
     ours, theirs = socket.socketpair()
     copy, args = (_copy_in, (fd, theirs)) if reading else (_copy_out, (theirs, os.dup(fd)))
     thread = threading.Thread(target=copy, args=args, daemon=True, name="mcpcore-stdio-bridge")
-    start_without_signals(thread)  # a Ctrl-C must reach the loop's thread, not one blocked reading
+    _start_without_signals(thread)
     return ours, thread
+
+
+def _start_without_signals(thread: threading.Thread) -> None:
+    """Start `thread` with SIGINT and SIGTERM blocked in it (a thread inherits the mask it starts with), so
+    the kernel hands them to the loop's thread: `signal.signal`'s handler (the portable path's) runs only
+    there, and a signal left with a thread blocked reading would wait for its next byte."""
+    if not hasattr(signal, "pthread_sigmask"):  # Windows: no signal masks, and no such hand-off
+        thread.start()
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT, signal.SIGTERM))
+    try:
+        thread.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 class _Output(WriteFlow):

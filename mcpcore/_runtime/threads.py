@@ -13,10 +13,6 @@ be stopped: its thread is *abandoned* and keeps counting against
 `max_threads` until the function returns, so cancelled calls can never grow
 the thread count past the bound (`abandoned` says how many are held).
 
-Worker threads start with the process's signals blocked (`start_without_signals`): a Ctrl-C or
-SIGTERM is then always delivered to the main thread, whose event loop handles it. Delivered to a
-worker sleeping in a sync tool, it would wait there until the tool returned, the loop never woken.
-
 Worker threads are claimed for anyio, so `anyio.from_thread.run(ctx.progress, 1)`
 works from a sync function, and each job runs in a copy of the caller's
 contextvars.
@@ -28,7 +24,6 @@ import asyncio
 import contextvars
 import logging
 import queue
-import signal
 import threading
 from typing import Any, Callable
 
@@ -36,26 +31,9 @@ from anyio._core._eventloop import claim_worker_thread, get_async_backend  # the
 
 from .defaults import SYNC_IDLE_TIMEOUT, SYNC_MAX_THREADS
 
-__all__ = ["ThreadPool", "start_without_signals"]
+__all__ = ["ThreadPool"]
 
 log = logging.getLogger("mcpcore.threads")
-
-# The signals a process is sent to stop or reload it, which only the main thread handles (where they exist).
-_MAIN_THREADS_SIGNALS = frozenset(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
-                                  if hasattr(signal, name))
-
-
-def start_without_signals(thread: threading.Thread) -> None:
-    """Start `thread` with the main thread's signals blocked in it (it inherits the mask it starts with),
-    so the kernel delivers them to a thread that handles them; where signal masks do not exist, just start it."""
-    if not hasattr(signal, "pthread_sigmask"):
-        thread.start()
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _MAIN_THREADS_SIGNALS)
-    try:
-        thread.start()
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 class _Job:
@@ -127,7 +105,7 @@ class ThreadPool:
 
     def _start_thread(self) -> None:
         try:
-            start_without_signals(threading.Thread(target=self._work, name="mcpcore sync worker", daemon=True))
+            threading.Thread(target=self._work, name="mcpcore sync worker", daemon=True).start()
         except BaseException:  # e.g. the OS refused a thread: this call fails, the pool stays consistent
             with self._lock:
                 self._threads -= 1
