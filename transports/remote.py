@@ -500,6 +500,13 @@ async def _next_event(stream: Any, connection: h11.Connection) -> Any:
             connection.receive_data(b"")
 
 
+def _refusal(body: bytes) -> str:
+    """What a JSON answer in place of a stream says: its JSON-RPC error's message, or the start of the body."""
+    with contextlib.suppress(orjson.JSONDecodeError, KeyError, TypeError):
+        return str(orjson.loads(body)["error"]["message"])
+    return repr(body[:200])
+
+
 class SseChannel(HttpChannel):
     """A server at an HTTP+SSE URL (2024-11-05: `GET /sse`, whose `endpoint` event names where to POST)."""
 
@@ -541,6 +548,9 @@ class SseChannel(HttpChannel):
                     opened.set()
                 elif name == "message" and self.endpoint:
                     await self._mux.route_bytes(data, "an event")
+                elif name == "json":  # a refusal (401, 404, ...) with a JSON-RPC error instead of a stream
+                    error = ConnectionError(f"the server refused the HTTP+SSE stream: {_refusal(data)}")
+                    break
         except ConnectionError as refused:
             error = refused
         if not self.endpoint:
