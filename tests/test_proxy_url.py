@@ -90,13 +90,13 @@ async def test_a_remote_server_is_served_over_http(tmp_path: Path, era: str) -> 
 class Upstream:
     """A real mcpcore HTTP server on 127.0.0.1 in a task of its own, to stop and start again on its port."""
 
-    def __init__(self, tasks: anyio.abc.TaskGroup, make: Callable[[], Server] = build) -> None:
-        self.tasks, self.make, self.port = tasks, make, 0
+    def __init__(self, tasks: anyio.abc.TaskGroup) -> None:
+        self.tasks, self.port = tasks, 0
         self._stop = self._stopped = anyio.Event()
 
-    async def start(self) -> Any:
+    async def start(self, make: Callable[[], Server] = build) -> Any:
         self._stop, self._stopped = anyio.Event(), anyio.Event()
-        http = await self.tasks.start(self._serve)
+        http = await self.tasks.start(self._serve, make)
         self.port = http.port
         return http
 
@@ -104,13 +104,24 @@ class Upstream:
         self._stop.set()
         await self._stopped.wait()
 
-    async def _serve(self, *, task_status: anyio.abc.TaskStatus[Any]) -> None:
+    async def _serve(self, make: Callable[[], Server], *, task_status: anyio.abc.TaskStatus[Any]) -> None:
         try:
-            async with running(self.make(), via="h11", port=self.port, grace_period=1) as http:
+            async with running(make(), via="h11", port=self.port, grace_period=1) as http:
                 task_status.started(http)
                 await self._stop.wait()
         finally:
             self._stopped.set()
+
+
+def with_a_new_tool() -> Server:
+    """The upstream as it comes back: one tool more, which the gateway lists once it has reconnected."""
+    server = build()
+
+    @server.tool
+    def added() -> str:
+        return "new"
+
+    return server
 
 
 @pytest.mark.parametrize("endpoint", ENDPOINTS)
@@ -128,13 +139,14 @@ async def test_an_upstream_stopped_and_started_again_is_reconnected(endpoint: st
                 assert down.value.code == -32603
                 assert down.value.message.startswith(("the upstream server went away during tools/call",
                                                       "the upstream server is not available (not back within 2 s)"))
-                await upstream.start()
+                await upstream.start(with_a_new_tool)
                 while True:  # the gateway reconnects after its back-off; meanwhile a call waits, then says so
                     try:
                         assert (await client.call_tool("echo", {"text": "after"})).text == "after"
                         break
                     except McpError as waited:
                         assert waited.message == "the upstream server is not available (not back within 2 s)"
+                assert "added" in [tool["name"] for tool in await client.list_tools()]  # its lists were read again
         await upstream.stop()
 
 
