@@ -579,7 +579,6 @@ async def transport_at(url: str, headers: Mapping[str, str] | None = None) -> st
     (the specification's backwards-compatibility rule: a GET there opens its stream); else "http". A server out of
     reach raises `ConnectionError`."""
     channel = HttpChannel(url, headers, LATEST_VERSION)
-    await channel.open()
     discover = {"jsonrpc": "2.0", "id": 0, "method": "server/discover",
                 "params": {"_meta": {META_VERSION: LATEST_VERSION, META_CAPABILITIES: {}}}}
     return "sse" if await channel.status_of(discover) in NOT_STREAMABLE_HTTP else "http"
