@@ -63,6 +63,7 @@ from ._wire.jsonrpc import (
     MODERN_VERSIONS,
     InvalidParams,
     McpError,
+    SessionExpired,
 )
 
 __all__ = ["Client", "Outcome", "Subscription"]
@@ -203,6 +204,7 @@ class Client:
         self._validate = _validator(era) if strict else None
         self._ids = itertools.count(1)
         self._entered = False
+        self._renewing: anyio.Lock | None = None  # made on the first session renewal, inside the event loop
 
     @classmethod
     def stdio(cls, command: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
@@ -322,8 +324,8 @@ class Client:
 
     async def wait_gone(self) -> None:
         """Return once the server is gone: a subprocess that exited or closed its stdout, an HTTP+SSE
-        stream that ended. A Streamable HTTP or in-memory server has no such moment: it waits until
-        cancelled."""
+        stream that ended, a Streamable HTTP server a request could not reach (or whose connection broke
+        during an answer). An in-memory server has no such moment: it waits until cancelled."""
         gone = getattr(self._channel, "gone", None)
         if gone is None:
             await anyio.sleep_forever()
@@ -372,12 +374,26 @@ class Client:
                 await run_callback(listener, received)
             return None
 
-        response = await self._channel.exchange(message, hear, self.legacy)
+        try:
+            response = await self._channel.exchange(message, hear, self.legacy)
+        except SessionExpired as expired:  # a new session, and the request again, once
+            await self._renew(expired.session_id)
+            response = await self._channel.exchange(message, hear, self.legacy)
         if broken:
             raise broken[0]
         if response is not None:
             self._checked(response, method)
         return response
+
+    async def _renew(self, expired: str) -> None:
+        """A new 2025-era session over Streamable HTTP in place of the one the server answered 404 for
+        (as the specification says); requests that hear of the same 404 at once open one session."""
+        if self._renewing is None:
+            self._renewing = anyio.Lock()
+        async with self._renewing:
+            if self._channel.session_id == expired:
+                self._channel.session_id = None
+                await self._initialize()
 
     async def _answer_request(self, asked: dict[str, Any]) -> dict[str, Any]:
         """The response to what the server asked (a server-to-client request, or an input request)."""

@@ -10,8 +10,8 @@ calls forward the request upstream and return its result as it is (content, stru
 isError; a JSON-RPC error keeps its code and message). Many calls share the one client (its ids
 multiplex them); each call's progress and log notifications go to the calling client through its
 `Context`; a caller that cancels or disconnects cancels its forwarded call (the client sends
-`notifications/cancelled`). A call is bounded by `timeout`; an upstream that exits fails the calls
-in flight with a clear error and is started again after a back-off.
+`notifications/cancelled`). A call is bounded by `timeout`; an upstream that exits (or a remote one
+out of reach) fails the calls in flight with a clear error and is opened again after a back-off.
 
 Era translation: the upstream is asked on the 2026-07-28 wire, whichever era the calling client
 speaks (mcpcore answers 2025-era clients' `initialize` and keeps their sessions). An upstream
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -114,12 +115,13 @@ def _bare(result: dict[str, Any]) -> dict[str, Any]:
 class Gateway:
     """An upstream MCP server served by `self.server` (an mcpcore `Server` named `name`).
 
-    `connect` makes a fresh, unopened `Client` for the upstream (called again for each restart);
+    `connect` makes a fresh, unopened `Client` for the upstream (called again for each restart), or a coroutine
+    that gives one (which may ask the upstream first; its failure counts as the upstream's);
     `timeout` bounds each forwarded request; `restart_delays` are the back-off between restarts
     (the last one repeats). Other keyword arguments go to `Server` (auth, metrics, middleware, ...).
     """
 
-    def __init__(self, connect: Callable[[], Client], *, name: str = "mcpcore-gateway", timeout: float = DEFAULT_TIMEOUT,
+    def __init__(self, connect: Callable[[], Client | Awaitable[Client]], *, name: str = "mcpcore-gateway", timeout: float = DEFAULT_TIMEOUT,
                  restart_delays: Sequence[float] = RESTART_DELAYS, **server_options: Any) -> None:
         if timeout <= 0:
             raise ValueError("the upstream timeout must be a positive number of seconds")
@@ -153,10 +155,12 @@ class Gateway:
         start must succeed: a gateway whose upstream cannot start at all refuses to serve."""
         failures = 0
         while True:
-            client = self.connect()
-            if client.on_notification is None:
-                client.on_notification = _unowned
             try:
+                client = self.connect()
+                if inspect.isawaitable(client):  # a remote upstream: which transport it serves is asked first
+                    client = await client
+                if client.on_notification is None:
+                    client.on_notification = _unowned
                 async with client:
                     await self._mirror(client)
                     self.client, failures = client, 0
@@ -166,7 +170,7 @@ class Gateway:
                         started.set_result(None)
                     await client.wait_gone()
                     self.client, self._up = None, anyio.Event()  # before closing it: new calls wait for the next one
-                    log.warning("the upstream server exited; starting it again")
+                    log.warning("the upstream server is gone; opening it again")
             except Exception as error:  # it could not start, or its lists could not be read
                 if not started.done():
                     started.set_exception(UpstreamDidNotStart(f"the upstream server did not start: {error}"))
@@ -215,7 +219,7 @@ class Gateway:
         with anyio.move_on_after(self.timeout):
             await self._up.wait()
         if self.client is None:
-            raise McpError(INTERNAL_ERROR, f"the upstream server is not running (not back within {self.timeout:g} s)")
+            raise McpError(INTERNAL_ERROR, f"the upstream server is not available (not back within {self.timeout:g} s)")
         return self.client
 
     # -- forwarding -----------------------------------------------------------
@@ -244,7 +248,7 @@ class Gateway:
             raise McpError(INTERNAL_ERROR, f"the upstream server did not answer {method} within {self.timeout:g} s") from None
         except ConnectionError as gone:
             raise McpError(INTERNAL_ERROR, f"the upstream server went away during {method} ({gone}); "
-                                           "it is being started again") from None
+                                           "the gateway is opening it again") from None
 
     async def forward_asking(self, method: str, params: dict[str, Any], context: Context) -> dict[str, Any]:
         """`forward`, with the upstream's questions asked of the caller: an `input_required` result is
