@@ -162,7 +162,13 @@ async def _interrupted(command: list[str], marker: str, env: dict[str, str] | No
     exit status and stderr. A child still running after 30 s is sent SIGABRT, so the failure shows where
     each of its threads was."""
     env = {**os.environ, "PYTHONFAULTHANDLER": "1", **(env or {})}
-    process = await anyio.open_process(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL)
+    # A test run started in the background by a shell ignores SIGINT, and its children would inherit that:
+    # they start with it handled here, so they get the default disposition a terminal's program has.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        process = await anyio.open_process(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     seen = b""
     try:
         assert process.stderr is not None
