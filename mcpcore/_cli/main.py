@@ -26,7 +26,7 @@ from .._serving.server import Server
 from ..logs import DEFAULT_LEVEL, FORMATS, LEVELS
 from .clientconfig import CLIENTS
 from .failures import cannot_listen, in_user_code
-from ..gateway import DEFAULT_TIMEOUT
+from ..gateway import DEFAULT_HOLD, DEFAULT_TIMEOUT
 from .runner import TRANSPORTS, run, run_workers, shape
 
 DEFAULT_ATTRIBUTES = ("server", "mcp", "app")
@@ -171,6 +171,9 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                                 epilog="Options as for run (settings included); see docs/gateway.md.")
     proxy.add_argument("--upstream-timeout", type=float, default=DEFAULT_TIMEOUT,
                        help=f"seconds a request forwarded to the upstream may take ({DEFAULT_TIMEOUT:g})")
+    proxy.add_argument("--upstream-hold", type=float, default=DEFAULT_HOLD,
+                       help="seconds a 2025-era upstream's call that asked for input waits for the client's retry "
+                            f"({DEFAULT_HOLD:g})")
     _serving_options(proxy)
     inspect = commands.add_parser("inspect", help="list a server's tools (with schemas), resources and prompts")
     inspect.add_argument("target", help="path/to/file.py[:attr] or package.module[:attr]")
@@ -336,7 +339,7 @@ def _gateway(args: argparse.Namespace) -> Server:
 
     try:
         return Gateway(lambda: Client.stdio(args.upstream), name=f"proxy:{os.path.basename(args.upstream[0])}",
-                       timeout=args.upstream_timeout).server
+                       timeout=args.upstream_timeout, hold=args.upstream_hold).server
     except ValueError as error:
         sys.exit(f"mcpcore: {error}")
 
