@@ -4,7 +4,7 @@ handshake-only loop (`serve_loop`, the loop its Streamable HTTP manager serves s
 
 Its tools ask the client the 2025 way, with server-to-client requests during the call: `ask_name`
 elicits a form, `ask_model` samples, `ask_roots` lists the roots; `slow_steps` reports progress
-and logs; `echo` answers at once.
+and logs; `echo` answers at once; `asking` counts the `ask_name` calls waiting for their answer.
 """
 
 from __future__ import annotations
@@ -29,11 +29,24 @@ def echo(text: str) -> str:
     return text
 
 
+ASKING = {"now": 0}  # ask_name calls waiting for their elicitation's answer
+
+
 @app.tool()
 async def ask_name(ctx: Context) -> str:
     """Elicit the user's name."""
-    answer = await ctx.elicit("What is your name?", Name)
+    ASKING["now"] += 1
+    try:
+        answer = await ctx.elicit("What is your name?", Name)
+    finally:
+        ASKING["now"] -= 1
     return f"hello {answer.data.name}" if answer.action == "accept" else f"no name ({answer.action})"
+
+
+@app.tool()
+def asking() -> int:
+    """How many ask_name calls wait for their answer (one cancelled, or answered with an error, waits no more)."""
+    return ASKING["now"]
 
 
 @app.tool()
