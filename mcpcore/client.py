@@ -382,7 +382,10 @@ class Client:
             except Exception as violation:  # raised after the call: raised in a tool's await, the tool would catch it
                 broken.append(violation)
             if "id" in received and "method" in received:  # a 2025-era server-to-client request
-                return await self._answer_request(received)
+                try:
+                    return await self._answer_request(received)
+                except McpError as error:  # the answer is an error of its own (`on_request` relaying one)
+                    return {"jsonrpc": "2.0", "id": received.get("id"), "error": error.to_dict()}
             heard.append(received)
             await self._heard(received)
             if listener is not None:

@@ -195,10 +195,11 @@ class Gateway:
         Its progress and logs go to the caller as they come; a timeout or an upstream that exits is a
         clear JSON-RPC error, an upstream error is raised as it came."""
         client = await self._client()
-        meta = {META_CAPABILITIES: context.client_capabilities}  # the upstream asks only what the caller can answer
-        if (level := context.meta.get(META_LOG_LEVEL)) is not None:
-            meta[META_LOG_LEVEL] = level
-        params = {**params, "_meta": meta}
+        if not client.legacy:  # a 2025-era session has these once, from initialize (the gateway's own)
+            meta = {META_CAPABILITIES: context.client_capabilities}  # the upstream asks only what the caller can answer
+            if (level := context.meta.get(META_LOG_LEVEL)) is not None:
+                meta[META_LOG_LEVEL] = level
+            params = {**params, "_meta": meta}
 
         async def heard(notification: dict[str, Any]) -> None:
             await relay(context, notification)

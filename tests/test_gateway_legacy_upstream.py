@@ -155,3 +155,52 @@ async def test_several_calls_asking_at_once_are_told_apart_only_when_one_is_runn
                              "inputResponses": {name: {"action": "accept", "content": {"name": who}}}}
                     assert (await client.send("tools/call", retry))["content"][0]["text"] == f"hello {who}"
 
+
+
+async def test_a_question_while_another_call_runs_on_stdio_cannot_be_placed(tmp_path: Path) -> None:
+    """Two calls running upstream, neither waiting for its client: a stdio request names no call, so the
+    gateway refuses to guess, and the upstream's tool gets that error; the other call is not disturbed."""
+    started = anyio.Event()
+    async with proxy(tmp_path, UPSTREAM) as (url, _):
+        async with Client.http(url, elicit=answer_name, on_progress=lambda params: started.set()) as client:
+            with anyio.fail_after(60):
+                await client.list_tools()
+                outcomes: dict[str, Any] = {}
+
+                async def steps() -> None:
+                    outcomes["steps"] = await client.call_tool("slow_steps", {"steps": 100})
+
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(steps)
+                    await started.wait()
+                    with pytest.raises(McpError) as unplaced:
+                        await client.call_tool("ask_name")
+                assert (unplaced.value.code, unplaced.value.message) == (
+                    -32603, "the gateway cannot tell which of 2 calls in flight sent elicitation/create "
+                            "(a request on stdio names no call)")
+                assert outcomes["steps"].text == "100 steps"
+
+
+async def test_over_http_each_question_comes_with_its_call() -> None:
+    """A 2025-era upstream over Streamable HTTP (mcpcore's own, asked on a session): its question comes in the
+    response stream of the call that asked, so it is placed even while another call runs (`hold`, which only
+    returns once `greet` has its answer)."""
+    from http_client import running
+    from mcpcore.gateway import Gateway
+    from servers.client_server import build
+
+    async with running(build()) as upstream:
+        gateway = Gateway(lambda: Client.http(upstream.url, era="2025-11-25"), name="front", timeout=30)
+        async with running(gateway.server) as front, Client.http(front.url, elicit=answer_name) as client:
+            with anyio.fail_after(60):
+                outcomes: dict[str, str] = {}
+
+                async def call(name: str) -> None:
+                    outcomes[name] = (await client.call_tool(name)).text
+
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(call, "hold")
+                    while len(gateway.held.calls) != 1:  # hold is in flight upstream
+                        await anyio.sleep(0.02)
+                    tasks.start_soon(call, "greet")
+                assert outcomes == {"hold": "released", "greet": "Hello, Ada!"}

@@ -70,6 +70,7 @@ async def slow_steps(steps: int, ctx: Context) -> str:
     for step in range(steps):
         await ctx.report_progress(step + 1, steps)
         await ctx.info(f"step {step + 1}")
+        await anyio.sleep(0.05)
     return f"{steps} steps"
 
 
