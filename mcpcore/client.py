@@ -24,10 +24,11 @@ the callbacks given: `elicit` (a form or URL elicitation's params → its
 result), `sample` (a sampling request's params → a `CreateMessageResult`) and
 `roots` (a list of root URIs), or by `on_request` (the whole request → its
 result) for a caller that relays them (`mcpcore.gateway`). The client declares
-exactly the capabilities its callbacks cover, and on the 2026 wire retries an `input_required` result with
-the answers and the sealed state, as many rounds as the server asks; on a
-2025-era wire it answers the session's server-to-client requests (over stdio and
-HTTP+SSE in a task of their own, while other requests go on). Progress and log
+exactly the capabilities its callbacks cover, and on the 2026 wire retries an
+`input_required` result with the answers and the sealed state, as many rounds
+as the server asks; on a 2025-era wire it answers the session's
+server-to-client requests (over stdio and HTTP+SSE in a task of their own,
+while other requests go on). Progress and log
 notifications go to `on_progress` / `on_log` and are kept on each `Outcome` (a
 tool call asks for progress unless told `progress=False`; other requests when
 `on_progress` is given, or `request(..., progress=True)`). The listeners run

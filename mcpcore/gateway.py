@@ -14,7 +14,9 @@ multiplex them); each call's progress and log notifications go to the calling cl
 in flight with a clear error and is started again after a back-off.
 
 Era translation: the upstream is asked on the 2026-07-28 wire, whichever era the calling client
-speaks (mcpcore answers 2025-era clients' `initialize` and keeps their sessions). An upstream
+speaks (mcpcore answers 2025-era clients' `initialize` and keeps their sessions), unless it refuses
+the `server/discover` probe: then on a 2025-era session (`mcpcore._gateway.eras`), each call held
+open upstream while its questions are asked of the caller as below. An upstream
 `input_required` result is raised as this server's own `InputRequired`, carrying the upstream's
 input requests as they are and its `requestState` as the sealed state: a 2026 client gets it as
 mcpcore's own multi round-trip request, a 2025-era client as real `elicitation/create`,
