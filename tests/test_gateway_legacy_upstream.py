@@ -2,7 +2,7 @@
 its handshake-only loop (it speaks only the 2025 era, and refuses `server/discover`) served over HTTP by
 mcpcore as a real subprocess, to `mcpcore.client` in the 2026-07-28 era (its questions come as
 `input_required`, the upstream call held open across the round) and in the 2025 era (real requests on
-the session), and to the official Python SDK client (mcpcore._gateway.eras, docs/gateway.md)."""
+the session), and to the official Python SDK client in both eras (mcpcore._gateway.eras, docs/gateway.md)."""
 
 from __future__ import annotations
 
@@ -117,7 +117,8 @@ async def test_a_client_that_never_retries_has_its_upstream_call_cancelled(tmp_p
                 assert (await client.call_tool("ask_name")).text == "hello Ada"  # the upstream goes on
 
 
-async def test_the_official_python_client_through_the_gateway(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_the_official_python_client_through_the_gateway(tmp_path: Path, mode: str) -> None:
     sdk = pytest.importorskip("mcp")
     sdk_types = pytest.importorskip("mcp_types")
 
@@ -130,9 +131,9 @@ async def test_the_official_python_client_through_the_gateway(tmp_path: Path) ->
 
     async with proxy(tmp_path, UPSTREAM) as (url, _):
         with anyio.fail_after(60):
-            async with sdk.Client(url, mode="legacy", elicitation_callback=elicit, sampling_callback=sample,
+            async with sdk.Client(url, mode=mode, elicitation_callback=elicit, sampling_callback=sample,
                                   read_timeout_seconds=30) as client:
-                assert client.protocol_version == "2025-11-25"
+                assert client.protocol_version == ("2025-11-25" if mode == "legacy" else mode)
                 named = await client.call_tool("ask_name", {})
                 assert named.content[0].text == "hello Ada"  # type: ignore[union-attr]
                 sampled = await client.call_tool("ask_model", {"question": "ok?"})
