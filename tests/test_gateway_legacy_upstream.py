@@ -205,3 +205,34 @@ async def test_over_http_each_question_comes_with_its_call() -> None:
                         await anyio.sleep(0.02)
                     tasks.start_soon(call, "greet")
                 assert outcomes == {"hold": "released", "greet": "Hello, Ada!"}
+
+
+SILENT_BEFORE_INITIALIZE = r'''
+import json, sys
+initialized = False
+for line in sys.stdin:
+    message = json.loads(line)
+    method, answer = message.get("method"), None
+    if method == "initialize":
+        initialized = True
+        answer = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "quiet", "version": "1"}}
+    elif method == "tools/list" and initialized:
+        answer = {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}
+    elif method == "tools/call" and initialized:
+        answer = {"content": [{"type": "text", "text": message["params"]["arguments"]["text"]}]}
+    if answer is not None and "id" in message:  # anything else, before initialize above all, is not answered
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": answer}), flush=True)
+'''
+
+
+async def test_an_upstream_silent_to_the_probe_is_taken_for_a_2025_era_one(tmp_path: Path) -> None:
+    """The spec's other legacy outcome: no answer to `server/discover` within the bound (here the 1 s timeout)."""
+    from mcpcore.gateway import Gateway
+
+    script = tmp_path / "quiet_server.py"
+    script.write_text(SILENT_BEFORE_INITIALIZE)
+    gateway = Gateway(lambda: Client.stdio([sys.executable, str(script)]), name="front", timeout=1)
+    async with Client(gateway.server) as client:
+        with anyio.fail_after(30):
+            assert (await client.call_tool("echo", {"text": "late but there"})).text == "late but there"
+            assert gateway.client is not None and gateway.client.era == "2025-11-25"
