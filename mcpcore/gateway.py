@@ -14,7 +14,9 @@ multiplex them); each call's progress and log notifications go to the calling cl
 out of reach) fails the calls in flight with a clear error and is opened again after a back-off.
 
 Era translation: the upstream is asked on the 2026-07-28 wire, whichever era the calling client
-speaks (mcpcore answers 2025-era clients' `initialize` and keeps their sessions). An upstream
+speaks (mcpcore answers 2025-era clients' `initialize` and keeps their sessions), unless it refuses
+the `server/discover` probe: then on a 2025-era session (`mcpcore._gateway.eras`), each call held
+open upstream while its questions are asked of the caller as below. An upstream
 `input_required` result is raised as this server's own `InputRequired`, carrying the upstream's
 input requests as they are and its `requestState` as the sealed state: a 2026 client gets it as
 mcpcore's own multi round-trip request, a 2025-era client as real `elicitation/create`,
@@ -28,69 +30,31 @@ import asyncio
 import contextlib
 import inspect
 import logging
-from dataclasses import dataclass
-from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
 import anyio
 
-from ._app.context import LOG_LEVELS, Context
+from ._app.context import Context
 from ._app.prompts import Prompt
 from ._app.resources import Resource, ResourceTemplate
 from ._app.tools import Tool
 from ._serving.server import Server
-from ._wire.inputs import ElicitAnswer, InputRequired, Root, SampleAnswer
+from ._gateway.eras import DEFAULT_HOLD, RELAYED_CAPABILITIES, HeldCalls, UpstreamInput, relay, settle_era, wire_answer
+from ._wire.inputs import InputRequired
 from ._wire.jsonrpc import INTERNAL_ERROR, META_CAPABILITIES, META_LOG_LEVEL, METHOD_NOT_FOUND, McpError
 from .client import Client
 
-__all__ = ["Gateway", "DEFAULT_TIMEOUT", "RESTART_DELAYS"]
+__all__ = ["Gateway", "DEFAULT_TIMEOUT", "DEFAULT_HOLD", "RESTART_DELAYS"]
 
 log = logging.getLogger("mcpcore.gateway")
 
 DEFAULT_TIMEOUT = 60.0  # seconds one forwarded request may take (an elicitation round is the client's, not counted)
 RESTART_DELAYS = (0.5, 1.0, 2.0, 5.0, 10.0)  # seconds before each restart of an upstream that keeps exiting
 _RESULT_ENVELOPE = ("resultType", "_meta")  # what the gateway's own wire adds to a result again
-_KINDS = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
 
 
 class UpstreamDidNotStart(RuntimeError):
     """The upstream could not be started (or its lists not read) at the gateway's start-up."""
-
-
-@dataclass(frozen=True)
-class UpstreamInput:
-    """One input request of an upstream `input_required` result, passed on as the upstream wrote it."""
-
-    request: dict[str, Any]
-
-    @property
-    def kind(self) -> str:
-        method = self.request.get("method")
-        if method not in _KINDS:
-            raise McpError(INTERNAL_ERROR, f"the upstream server asked for input by {method!r}, which is not an input request")
-        return _KINDS[method]
-
-    def required_capability(self, declared: Mapping[str, Any]) -> dict[str, Any] | None:
-        if self.kind != "elicitation":
-            return None if isinstance(declared.get(self.kind), dict) else {self.kind: {}}
-        mode = (self.request.get("params") or {}).get("mode", "form")
-        modes = declared.get("elicitation")
-        if isinstance(modes, dict) and (mode in modes or (mode == "form" and not ({"form", "url"} & modes.keys()))):
-            return None
-        return {"elicitation": {mode: {}}}
-
-    def to_request(self) -> dict[str, Any]:
-        return self.request
-
-
-def _wire_answer(answer: Any) -> dict[str, Any]:
-    """A validated answer (`ctx.answers`) as the result object the upstream asked for."""
-    if isinstance(answer, ElicitAnswer):
-        return {"action": answer.action, "content": answer.content} if answer.content else {"action": answer.action}
-    if isinstance(answer, SampleAnswer):
-        sampled = {"role": answer.role, "content": answer.content, "model": answer.model}
-        return sampled if answer.stop_reason is None else {**sampled, "stopReason": answer.stop_reason}
-    roots: list[Root] = answer
-    return {"roots": [{"uri": root.uri} if root.name is None else {"uri": root.uri, "name": root.name} for root in roots]}
 
 
 async def _listed(listing: Callable[[], Awaitable[list[dict[str, Any]]]]) -> list[dict[str, Any]]:
@@ -117,16 +81,19 @@ class Gateway:
 
     `connect` makes a fresh, unopened `Client` for the upstream (called again for each restart), or a coroutine
     that gives one (which may ask the upstream first; its failure counts as the upstream's);
-    `timeout` bounds each forwarded request; `restart_delays` are the back-off between restarts
-    (the last one repeats). Other keyword arguments go to `Server` (auth, metrics, middleware, ...).
+    `timeout` bounds each forwarded request; `hold` how long a call a 2025-era upstream holds open
+    waits for its client's answer; `restart_delays` are the back-off between restarts (the last one
+    repeats). Other keyword arguments go to `Server` (auth, metrics, middleware, ...).
     """
 
-    def __init__(self, connect: Callable[[], Client | Awaitable[Client]], *, name: str = "mcpcore-gateway", timeout: float = DEFAULT_TIMEOUT,
-                 restart_delays: Sequence[float] = RESTART_DELAYS, **server_options: Any) -> None:
+    def __init__(self, connect: Callable[[], Client | Awaitable[Client]], *, name: str = "mcpcore-gateway",
+                 timeout: float = DEFAULT_TIMEOUT, hold: float = DEFAULT_HOLD, restart_delays: Sequence[float] = RESTART_DELAYS,
+                 **server_options: Any) -> None:
         if timeout <= 0:
             raise ValueError("the upstream timeout must be a positive number of seconds")
         self.connect = connect
         self.timeout = timeout
+        self.held = HeldCalls(timeout, hold)  # calls on a 2025-era upstream's session
         self.restart_delays = tuple(restart_delays) or RESTART_DELAYS
         self.server = Server(name, lifespan=self._lifespan, **server_options)
         self.server.offers_resources = True  # the upstream's resources come at start, and may come back after a restart
@@ -161,6 +128,9 @@ class Gateway:
                     client = await client
                 if client.on_notification is None:
                     client.on_notification = _unowned
+                if client.on_request is None:  # a 2025-era upstream's requests, asked of the calling client
+                    client.on_request = self.held.asked
+                    client.capabilities.update(RELAYED_CAPABILITIES)
                 async with client:
                     await self._mirror(client)
                     self.client, failures = client, 0
@@ -184,7 +154,9 @@ class Gateway:
 
     async def _mirror(self, client: Client) -> None:
         """Register what the upstream offers (the lists it answers) in place of what was registered before."""
-        discovered = client.server_info if client.legacy else await client.discover()
+        discovered = await settle_era(client, self.timeout)
+        if discovered.get("instructions") and not self.server.instructions:
+            self.server.instructions = discovered["instructions"]
         offered = discovered.get("capabilities") or {}
         tools = await _listed(client.list_tools) if "tools" in offered else []
         resources = await _listed(client.list_resources) if "resources" in offered else []
@@ -229,21 +201,18 @@ class Gateway:
         Its progress and logs go to the caller as they come; a timeout or an upstream that exits is a
         clear JSON-RPC error, an upstream error is raised as it came."""
         client = await self._client()
-        meta = {META_CAPABILITIES: context.client_capabilities}  # the upstream asks only what the caller can answer
-        if (level := context.meta.get(META_LOG_LEVEL)) is not None:
-            meta[META_LOG_LEVEL] = level
-        params = {**params, "_meta": meta}
+        if not client.legacy:  # a 2025-era session has these once, from initialize (the gateway's own)
+            meta = {META_CAPABILITIES: context.client_capabilities}  # the upstream asks only what the caller can answer
+            if (level := context.meta.get(META_LOG_LEVEL)) is not None:
+                meta[META_LOG_LEVEL] = level
+            params = {**params, "_meta": meta}
 
-        async def relay(notification: dict[str, Any]) -> None:
-            relayed = notification.get("params") or {}
-            if notification.get("method") == "notifications/progress" and "progress" in relayed:
-                await context.progress(relayed["progress"], relayed.get("total"), relayed.get("message"))
-            elif notification.get("method") == "notifications/message" and relayed.get("level") in LOG_LEVELS:
-                await context.log(relayed["level"], relayed.get("data"), relayed.get("logger"))
+        async def heard(notification: dict[str, Any]) -> None:
+            await relay(context, notification)
 
         try:
             with anyio.fail_after(self.timeout):
-                return await client.send(method, params, progress="progressToken" in context.meta, on_notification=relay)
+                return await client.send(method, params, progress="progressToken" in context.meta, on_notification=heard)
         except TimeoutError:
             raise McpError(INTERNAL_ERROR, f"the upstream server did not answer {method} within {self.timeout:g} s") from None
         except ConnectionError as gone:
@@ -253,9 +222,13 @@ class Gateway:
     async def forward_asking(self, method: str, params: dict[str, Any], context: Context) -> dict[str, Any]:
         """`forward`, with the upstream's questions asked of the caller: an `input_required` result is
         raised as `InputRequired` (its requests as they are, its requestState as the sealed state), and
-        the retry (`context.state` set) carries the answers and that requestState back upstream."""
+        the retry (`context.state` set) carries the answers and that requestState back upstream. On a 2025-era
+        upstream's session the call is held open across the rounds instead (`mcpcore._gateway.eras.HeldCalls`)."""
+        client = await self._client()
+        if client.legacy:
+            return _bare(await self.held.forward(client, method, params, context))
         if context.state is not None:
-            params = {**params, "inputResponses": {name: _wire_answer(answer) for name, answer in context.answers.items()}}
+            params = {**params, "inputResponses": {name: wire_answer(answer) for name, answer in context.answers.items()}}
             if context.state.get("requestState") is not None:
                 params["requestState"] = context.state["requestState"]
         result = await self.forward(method, params, context)

@@ -27,7 +27,7 @@ from .._serving.server import Server
 from ..logs import DEFAULT_LEVEL, FORMATS, LEVELS
 from .clientconfig import CLIENTS
 from .failures import cannot_listen, in_user_code
-from ..gateway import DEFAULT_TIMEOUT
+from ..gateway import DEFAULT_HOLD, DEFAULT_TIMEOUT
 from .proxy import HEADERS_VARIABLE, TRANSPORTS as UPSTREAM_TRANSPORTS, RemoteUpstream, is_url, upstream_headers
 from .runner import TRANSPORTS, run, run_workers, shape
 
@@ -180,6 +180,9 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     proxy.add_argument("--upstream-header", action="append", default=[], metavar="'NAME: VALUE'",
                        help=f"a header sent with every request to URL (repeatable; also {HEADERS_VARIABLE}, "
                             "one per line, which keeps a secret out of the command line)")
+    proxy.add_argument("--upstream-hold", type=float, default=DEFAULT_HOLD,
+                       help="seconds a 2025-era upstream's call that asked for input waits for the client's retry "
+                            f"({DEFAULT_HOLD:g})")
     _serving_options(proxy)
     inspect = commands.add_parser("inspect", help="list a server's tools (with schemas), resources and prompts")
     inspect.add_argument("target", help="path/to/file.py[:attr] or package.module[:attr]")
@@ -363,7 +366,7 @@ def _gateway(args: argparse.Namespace) -> Server:
             name = f"proxy:{urlsplit(args.url).netloc}"
         else:
             connect, name = (lambda: Client.stdio(args.upstream)), f"proxy:{os.path.basename(args.upstream[0])}"
-        return Gateway(connect, name=name, timeout=args.upstream_timeout).server
+        return Gateway(connect, name=name, timeout=args.upstream_timeout, hold=args.upstream_hold).server
     except ValueError as error:
         sys.exit(f"mcpcore: {error}")
 
