@@ -364,7 +364,8 @@ class Client:
                 broken.append(violation)
             if "id" in received and "method" in received:  # a 2025-era server-to-client request
                 return await self._answer_request(received)
-            heard.append(received)
+            if listener is None:
+                heard.append(received)  # kept for the `Outcome`; a listener hears them instead (a listen could last long)
             await self._heard(received)
             if listener is not None:
                 await run_callback(listener, received)
