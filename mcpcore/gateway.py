@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -42,6 +43,8 @@ from ._wire.inputs import ElicitAnswer, InputRequired, Root, SampleAnswer
 from ._runtime.subscriptions import METHODS, PROMPTS, RESOURCES, TOOLS, Change
 from ._wire.jsonrpc import INTERNAL_ERROR, META_CAPABILITIES, META_LOG_LEVEL, METHOD_NOT_FOUND, McpError
 from .client import Client
+from .tasks import NAME_FIELDS as TASK_NAME_FIELDS
+from .tasks import TASKS
 
 __all__ = ["Gateway", "DEFAULT_TIMEOUT", "RESTART_DELAYS"]
 
@@ -192,7 +195,11 @@ class Gateway:
     async def _mirror(self, client: Client) -> None:
         """Register what the upstream offers (the lists it answers) in place of what was registered before."""
         discovered = client.server_info if client.legacy else await client.discover()
-        offered = self.offered = discovered.get("capabilities") or {}
+        offered = discovered.get("capabilities") or {}
+        if offered != self.offered:  # what the gateway announces follows (completions, the Tasks extension)
+            self.offered = offered
+            self._offer_tasks(offered)
+            self.server.dispatcher.forget_discover()
         tools = await _listed(client.list_tools) if "tools" in offered else []
         resources = await _listed(client.list_resources) if "resources" in offered else []
         templates = await _listed(client.list_resource_templates) if "resources" in offered else []
@@ -219,6 +226,20 @@ class Gateway:
             except (KeyError, TypeError, ValueError) as error:
                 log.warning("the upstream's %s is not served: %s (%s)", kind.__name__[8:].lower(), entry, error)
         return made
+
+    def _offer_tasks(self, offered: dict[str, Any]) -> None:
+        """Declare the Tasks extension as the upstream declares it, its methods forwarded (once: an
+        upstream started again that no longer has it answers them with its own error)."""
+        settings = (offered.get("extensions") or {}).get(TASKS)
+        if not isinstance(settings, dict) or TASKS in self.server.extensions:
+            return
+        extension = self.server.extension(TASKS, settings)
+        for method, name_field in TASK_NAME_FIELDS.items():
+            extension.method(method, name_field=name_field)(functools.partial(self._forward_task, method))
+
+    async def _forward_task(self, method: str, params: dict[str, Any], context: Context) -> dict[str, Any]:
+        """`tasks/get`, `tasks/update` or `tasks/cancel`, forwarded as it came."""
+        return _bare(await self.forward(method, {key: value for key, value in params.items() if key != "_meta"}, context))
 
     # -- the upstream's changes -----------------------------------------------
 
@@ -345,6 +366,8 @@ class Gateway:
         if result.get("resultType") == "input_required":
             asked = {name: UpstreamInput(request) for name, request in (result.get("inputRequests") or {}).items()}
             raise InputRequired(asked, state={"requestState": result.get("requestState")})  # type: ignore[arg-type]
+        if result.get("resultType") == "task":  # a call the upstream runs as a task (the Tasks extension): its handle
+            return {**_bare(result), "resultType": "task"}
         return _bare(result)
 
 
