@@ -20,6 +20,12 @@ input requests as they are and its `requestState` as the sealed state: a 2026 cl
 mcpcore's own multi round-trip request, a 2025-era client as real `elicitation/create`,
 `sampling/createMessage` or `roots/list` requests on its session; the answers go back upstream as
 the retry's `inputResponses` with the upstream `requestState`.
+
+Following the upstream: while it is up, the gateway holds one `subscriptions/listen` of its own upstream
+(list changes, and updates of every resource it lists); a list change reads the lists again and is
+announced to the gateway's own listen and GET streams, an update reaches the clients that follow its URI.
+`completion/complete` is forwarded while the upstream offers completions, and the Tasks extension is
+declared and forwarded (`tasks/get`, `tasks/update`, `tasks/cancel`, task handles) when the upstream declares it.
 """
 
 from __future__ import annotations
