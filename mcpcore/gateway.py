@@ -49,6 +49,7 @@ from ._wire.inputs import ElicitAnswer, InputRequired, Root, SampleAnswer
 from ._runtime.subscriptions import METHODS, PROMPTS, RESOURCES, TOOLS, Change
 from ._wire.jsonrpc import INTERNAL_ERROR, META_CAPABILITIES, META_LOG_LEVEL, METHOD_NOT_FOUND, McpError
 from .client import Client
+from .skills import EXTENSION as SKILLS
 from .tasks import NAME_FIELDS as TASK_NAME_FIELDS
 from .tasks import TASKS
 
@@ -61,6 +62,12 @@ RESTART_DELAYS = (0.5, 1.0, 2.0, 5.0, 10.0)  # seconds before each restart of an
 LISTEN_AGAIN_DELAY = 1.0  # seconds before an upstream listen the upstream ended is opened again
 _RESULT_ENVELOPE = ("resultType", "_meta")  # what the gateway's own wire adds to a result again
 _LIST_CHANGES = {METHODS[kind]: kind for kind in (TOOLS, PROMPTS, RESOURCES)}  # an upstream notification → its change
+# The extensions forwarded when the upstream declares them: method → (the field Mcp-Name mirrors, whether a
+# client must declare the extension to call it), as the extension registers its methods (tasks.py, skills.py).
+FORWARDED_EXTENSIONS: dict[str, dict[str, tuple[str | None, bool]]] = {
+    TASKS: {method: (name_field, True) for method, name_field in TASK_NAME_FIELDS.items()},
+    SKILLS: {"skills/list": (None, False), "skills/get": (None, False), "resources/directory/read": (None, False)},
+}
 _KINDS = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
 
 
@@ -204,7 +211,7 @@ class Gateway:
         offered = discovered.get("capabilities") or {}
         if offered != self.offered:  # what the gateway announces follows (completions, the Tasks extension)
             self.offered = offered
-            self._offer_tasks(offered)
+            self._offer_extensions(offered)
             self.server.dispatcher.forget_discover()
         tools = await _listed(client.list_tools) if "tools" in offered else []
         resources = await _listed(client.list_resources) if "resources" in offered else []
@@ -233,18 +240,21 @@ class Gateway:
                 log.warning("the upstream's %s is not served: %s (%s)", kind.__name__[8:].lower(), entry, error)
         return made
 
-    def _offer_tasks(self, offered: dict[str, Any]) -> None:
-        """Declare the Tasks extension as the upstream declares it, its methods forwarded (once: an
-        upstream started again that no longer has it answers them with its own error)."""
-        settings = (offered.get("extensions") or {}).get(TASKS)
-        if not isinstance(settings, dict) or TASKS in self.server.extensions:
-            return
-        extension = self.server.extension(TASKS, settings)
-        for method, name_field in TASK_NAME_FIELDS.items():
-            extension.method(method, name_field=name_field)(functools.partial(self._forward_task, method))
+    def _offer_extensions(self, offered: dict[str, Any]) -> None:
+        """Declare each extension the gateway knows how to forward (Tasks, Skills) as the upstream declares
+        it, its methods forwarded (once: an upstream started again without it answers them with its own error)."""
+        declared = offered.get("extensions") or {}
+        for identifier, methods in FORWARDED_EXTENSIONS.items():
+            settings = declared.get(identifier)
+            if not isinstance(settings, dict) or identifier in self.server.extensions:
+                continue
+            extension = self.server.extension(identifier, settings)
+            for method, (name_field, needs_declaring) in methods.items():
+                extension.method(method, name_field=name_field, declared=needs_declaring)(
+                    functools.partial(self._forward_method, method))
 
-    async def _forward_task(self, method: str, params: dict[str, Any], context: Context) -> dict[str, Any]:
-        """`tasks/get`, `tasks/update` or `tasks/cancel`, forwarded as it came."""
+    async def _forward_method(self, method: str, params: dict[str, Any], context: Context) -> dict[str, Any]:
+        """An extension's method, forwarded as it came."""
         return _bare(await self.forward(method, {key: value for key, value in params.items() if key != "_meta"}, context))
 
     # -- the upstream's changes -----------------------------------------------
@@ -296,12 +306,12 @@ class Gateway:
         """Wait for a list change, then read the lists again (a failure is logged: the next change tries again)."""
         await self._stale.wait()
         self._stale = anyio.Event()
-        announced, self._announced = self._announced, set()
         try:
             with anyio.fail_after(self.timeout):
                 await self._mirror(client)
         except (McpError, TimeoutError) as error:
             log.warning("the upstream server's lists could not be read again: %s", error)
+        announced, self._announced = self._announced, set()  # taken once read: a cancelled read loses none
         for kind in announced:  # passed on even when the lists read the same (it may have changed and back)
             self.server.bus.publish(Change(kind))
 
@@ -364,10 +374,10 @@ class Gateway:
         """`forward`, with the upstream's questions asked of the caller: an `input_required` result is
         raised as `InputRequired` (its requests as they are, its requestState as the sealed state), and
         the retry (`context.state` set) carries the answers and that requestState back upstream."""
-        if context.state is not None:
+        if context.answers or context.state is not None:  # answers without state too: the upstream reads them by shape
             params = {**params, "inputResponses": {name: _wire_answer(answer) for name, answer in context.answers.items()}}
-            if context.state.get("requestState") is not None:
-                params["requestState"] = context.state["requestState"]
+        if context.state is not None and context.state.get("requestState") is not None:
+            params["requestState"] = context.state["requestState"]
         result = await self.forward(method, params, context)
         if result.get("resultType") == "input_required":
             asked = {name: UpstreamInput(request) for name, request in (result.get("inputRequests") or {}).items()}

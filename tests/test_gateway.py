@@ -21,6 +21,7 @@ from conftest import ROOT, legacy, request
 from http_client import HttpClient, SseStream
 from mcpcore._wire.jsonrpc import McpError
 from mcpcore.client import Client
+from mcpcore.skills import EXTENSION as SKILLS
 from mcpcore.tasks import TASKS
 from test_bash_upstream import command  # noqa: F401 (the fixture: the Bash upstream, skipped without bash and jq)
 from test_legacy_http import initialize, session_headers
@@ -391,3 +392,30 @@ async def test_a_tool_the_upstream_runs_as_a_task_is_polled_through_the_gateway(
                 with pytest.raises(McpError) as undeclared:
                     await plain.request("tasks/get", {"taskId": created["taskId"]})
                 assert undeclared.value.code == -32021
+
+
+async def test_the_skills_extension_is_the_upstreams(tmp_path: Path) -> None:
+    async with proxy(tmp_path, EVERYTHING_UPSTREAM) as (url, _):
+        async with Client.http(url) as client, Client.stdio(EVERYTHING_UPSTREAM) as direct:
+            with anyio.fail_after(30):
+                assert (await client.discover())["capabilities"]["extensions"][SKILLS] == {"directoryRead": True}
+                listed = (await client.request("skills/list")).result
+                assert listed["skills"] and _unmeta(listed) == _unmeta((await direct.request("skills/list")).result)
+                manifest = listed["skills"][0]["uri"]
+                [contents] = await client.read_resource(manifest)  # the skill's files are the upstream's resources
+                assert contents["uri"] == manifest and contents["text"] == (await direct.read_resource(manifest))[0]["text"]
+
+
+def _unmeta(result: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in result.items() if key != "_meta"}  # serverInfo: the gateway's or the upstream's
+
+
+async def test_answers_sent_without_request_state_reach_the_upstream(tmp_path: Path) -> None:
+    """A retry that brings answers but no requestState: the upstream reads them by their shape, as mcpcore does."""
+    async with proxy(tmp_path, EVERYTHING_UPSTREAM) as (url, _):
+        async with Client.http(url, elicit=lambda params: {"action": "accept"}) as client:
+            with anyio.fail_after(30):
+                answered = await client.send("tools/call", {
+                    "name": "test_input_required_result_elicitation", "arguments": {},
+                    "inputResponses": {"user_name": {"action": "accept", "content": {"name": "Ada"}}, "unasked": {"x": 1}}})
+                assert answered["resultType"] == "complete" and answered["content"][0]["text"] == "Hello, Ada!"
