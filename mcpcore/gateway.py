@@ -24,8 +24,8 @@ the retry's `inputResponses` with the upstream `requestState`.
 Following the upstream: while it is up, the gateway holds one `subscriptions/listen` of its own upstream
 (list changes, and updates of every resource it lists); a list change reads the lists again and is
 announced to the gateway's own listen and GET streams, an update reaches the clients that follow its URI.
-`completion/complete` is forwarded while the upstream offers completions, and the Tasks extension is
-declared and forwarded (`tasks/get`, `tasks/update`, `tasks/cancel`, task handles) when the upstream declares it.
+`completion/complete` is forwarded while the upstream offers completions, and the Tasks and Skills
+extensions are declared and their methods forwarded when the upstream declares them (`FORWARDED_EXTENSIONS`).
 """
 
 from __future__ import annotations
