@@ -44,9 +44,9 @@ from ._app.context import LOG_LEVELS, Context
 from ._app.prompts import Prompt
 from ._app.resources import Resource, ResourceTemplate
 from ._app.tools import Tool
+from ._runtime.subscriptions import METHODS, PROMPTS, RESOURCES, TOOLS, Change
 from ._serving.server import Server
 from ._wire.inputs import ElicitAnswer, InputRequired, Root, SampleAnswer
-from ._runtime.subscriptions import METHODS, PROMPTS, RESOURCES, TOOLS, Change
 from ._wire.jsonrpc import INTERNAL_ERROR, META_CAPABILITIES, META_LOG_LEVEL, METHOD_NOT_FOUND, McpError
 from .client import Client
 from .skills import EXTENSION as SKILLS
@@ -209,7 +209,7 @@ class Gateway:
         """Register what the upstream offers (the lists it answers) in place of what was registered before."""
         discovered = client.server_info if client.legacy else await client.discover()
         offered = discovered.get("capabilities") or {}
-        if offered != self.offered:  # what the gateway announces follows (completions, the Tasks extension)
+        if offered != self.offered:  # what the gateway announces follows (completions, extensions)
             self.offered = offered
             self._offer_extensions(offered)
             self.server.dispatcher.forget_discover()

@@ -169,7 +169,8 @@ class Multiplexer:
         if notification["method"] == "notifications/progress":
             return next((w for w in self.waiting.values() if w.token is not None and w.token == params.get("progressToken")),
                         None)
-        subscription = (params.get("_meta") or {}).get(SUBSCRIPTION_ID) if isinstance(params.get("_meta"), dict) else None
+        meta = params.get("_meta")
+        subscription = meta.get(SUBSCRIPTION_ID) if isinstance(meta, dict) else None
         if subscription is not None and subscription in self.waiting:
             return self.waiting[subscription]  # a listen's notification names it
         calls = [waiting for waiting in self.waiting.values() if not waiting.long_lived]
