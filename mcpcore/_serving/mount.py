@@ -106,6 +106,7 @@ class MountedTool(_View):
         check_tool_name(key)
         super().__init__(mount, tool, key)
         self.route = Route("tools/call", "name", header_params(key, tool.input_schema), target=self)
+        self.task = "forbidden"  # a plain call: the other server's tasks are its own (not served here)
 
     async def call(self, arguments: dict[str, Any], context: Context) -> dict[str, Any]:
         tool: Tool = self.item
@@ -210,7 +211,7 @@ class Mount:
 
     def attach(self, replace: bool) -> None:
         """Put every view in the host's catalogs (a ValueError naming the first one whose key the host
-        already has, unless `replace`), then follow the other server's changes."""
+        already has, unless `replace`)."""
         made = [(catalog, views) for kind in (TOOLS, PROMPTS, RESOURCES) for catalog, views in self.views(kind, True)]
         if not replace:
             for catalog, views in made:
@@ -222,7 +223,6 @@ class Mount:
         for catalog, views in made:
             for view in views:
                 catalog.add(view)
-        self.other.bus.attach(self.relay)  # type: ignore[arg-type]  # a subscriber: offer and resync
 
     def detach(self) -> None:
         """Take every view out of the host's catalogs and stop following the other server."""
@@ -255,7 +255,12 @@ class Mount:
     # -- its lifespan, inside the host's ---------------------------------
 
     async def enter(self) -> None:
-        """Enter the other server's lifespan (its start-up runs, or it is already serving)."""
+        """Follow the other server's changes (what changed since the mount is caught up first), then enter
+        its lifespan (its start-up runs, or it is already serving). Only while the host serves: the bus
+        delivers on the event loop, which registration before serving has not got."""
+        self.other.bus.attach(self.relay)  # type: ignore[arg-type]  # a subscriber: offer and resync
+        self.relay.resync()
+        self.failure = None
         try:
             await self.other.lifespan.__aenter__()
             self.entered = True
@@ -271,8 +276,11 @@ class Mount:
             await self.enter()
         except Exception:
             log.exception("the server mounted at %r on %r did not start", self.prefix, self.host.name)
+        if not self.mounted:  # unmounted while it started
+            await self.leave()
 
     async def leave(self) -> None:
+        self.other.bus.detach(self.relay)  # type: ignore[arg-type]
         if self.entered:
             self.entered = False
             await self.other.lifespan.__aexit__(None, None, None)
