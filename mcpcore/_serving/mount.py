@@ -27,7 +27,7 @@ import asyncio
 import contextlib
 import logging
 import re
-from typing import TYPE_CHECKING, Any, AsyncContextManager, AsyncIterator, Awaitable, Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Iterable, Protocol
 
 import orjson
 
@@ -337,20 +337,13 @@ class Mount:
         return orjson.loads(encoded)  # type: ignore[no-any-return]
 
 
-def with_mounts(server: Host, factory: Callable[[Any], AsyncContextManager[Any]] | None
-                ) -> Callable[[Any], AsyncContextManager[Any]]:
-    """The server's lifespan: its own start-up, then each mounted server's; their shut-downs, then its own."""
-
-    @contextlib.asynccontextmanager
-    async def serving(_: Any) -> AsyncIterator[Any]:
-        async with contextlib.AsyncExitStack() as stack:
-            value = None if factory is None else await stack.enter_async_context(factory(server))
-            try:
-                for mount in list(server.mounts.values()):
-                    await mount.enter()
-                yield value
-            finally:
-                for mount in reversed(list(server.mounts.values())):
-                    await mount.leave()
-
-    return serving
+@contextlib.asynccontextmanager
+async def mounted_lifespans(server: Host) -> AsyncIterator[None]:
+    """Inside the server's lifespan: each mounted server's, entered in mount order and left in reverse."""
+    try:
+        for mount in list(server.mounts.values()):
+            await mount.enter()
+        yield
+    finally:
+        for mount in reversed(list(server.mounts.values())):
+            await mount.leave()

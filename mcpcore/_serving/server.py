@@ -32,7 +32,7 @@ from ..extensions import Extension
 from ..routes import CustomRoute, RouteFunction, custom_route
 from ..tasks import Tasks
 from .dispatch import Dispatcher
-from .mount import Mount, check_prefix, with_mounts
+from .mount import Mount, check_prefix, mounted_lifespans
 
 if TYPE_CHECKING:  # imported only where used: a server without them does not load them
     from ..apps import Apps
@@ -133,7 +133,7 @@ class Server:
             self.metrics = Metrics()
         self.mounts: dict[str, Mount] = {}  # other servers served under a prefix, by prefix (`mount`)
         # every transport serves inside `async with server.lifespan`; the mounted servers' lifespans inside it
-        self.lifespan: Lifespan[Server] = Lifespan(self, with_mounts(self, lifespan))
+        self.lifespan: Lifespan[Server] = Lifespan(self, lifespan, lambda: mounted_lifespans(self))
         self.client_states = ClientStates(client_state, store.client_states if store else None)  # `ctx.client_state`
         self.dispatcher = Dispatcher(self)
 
