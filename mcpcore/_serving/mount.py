@@ -87,11 +87,11 @@ def served_uri(prefix: str, uri: str) -> str:
 class _View:
     """A mounted item: its own served key; everything else the mounting server reads is the item's."""
 
+    key_field = "name"  # the entry's field that holds the key
+
     def __init__(self, mount: Mount, item: Any, key: str) -> None:
         self.mount, self.item, self.key = mount, item, key
         self._entry = {**item.describe(), self.key_field: key}
-
-    key_field = "name"
 
     def describe(self) -> dict[str, Any]:
         return self._entry
@@ -194,7 +194,7 @@ class Mount:
     def views(self, kind: str, refuse: bool) -> Iterable[tuple[Catalog[Any], list[_View]]]:
         """The views of the other server's items of `kind` now, with the host's catalog each goes in. An item
         whose served name is not a valid one (a tool name past 128 characters) is a ValueError if `refuse`,
-        else left out, said once."""
+        else left out with a warning."""
         for catalog, items, view in self._pairs(kind):
             made = []
             for item in items:
