@@ -18,6 +18,7 @@ from http_client import HttpClient, Reply, mcp_headers
 from process_group import stop_gracefully, wait_until_accepting
 from test_redis import RedisServer, environment, processes, redis_server  # noqa: F401  (a fixture)
 from mcpcore import McpError
+from mcpcore.fleetlimits import RETRY_SECONDS
 from mcpcore.testing import Client
 
 pytestmark = pytest.mark.anyio
@@ -125,6 +126,9 @@ async def test_without_redis_the_limits_hold_per_process_said_once_and_hold_flee
         for port in (a, b):  # each process keeps its own bucket now: two calls each, then a 429
             assert [passed(await call(port, "alice", "slow")) for _ in range(3)] == [True, True, False]
         assert [passed(await call(port, "bob", "slow")) for port in (a, a, a, b)] == [True, True, False, True]
+        await anyio.sleep(RETRY_SECONDS + 0.2)  # then each tries Redis again, and fails again without a word
+        for port in (a, b):
+            assert not passed(await call(port, "alice", "slow"))
         assert [log_lines(tmp_path, process, AWAY) for process in (0, 1)] == [1, 1]
         assert passed(await call(b, "dan", "ping"))  # a call no limit applies to never asks Redis
 
