@@ -18,6 +18,8 @@ from http_client import HttpClient, Reply, mcp_headers
 from process_group import stop_gracefully, wait_until_accepting
 from test_redis import RedisServer, environment, processes, redis_server  # noqa: F401  (a fixture)
 from mcpcore import McpError
+from mcpcore._runtime.call import Call
+from mcpcore._runtime.limits import DAY, Check, Limits, LocalLimiter
 from mcpcore.fleetlimits import RETRY_SECONDS
 from mcpcore.testing import Client
 
@@ -178,11 +180,12 @@ async def test_stdio_processes_sharing_redis_share_one_callers_limit_and_get_the
         assert (await second.call_tool("ping", {})).text == "pong"
 
 
-async def test_without_redis_the_options_limit_each_process_on_its_own() -> None:
+async def test_without_redis_the_limits_from_the_settings_file_and_environment_hold_per_process(tmp_path: Path) -> None:
     port = free_port()
-    command = [sys.executable, "-m", "mcpcore", "run", GUARDED, "--transport", "http", "--port", str(port)]
-    env = {**os.environ, "MCPCORE_TOOL_RATE_LIMIT": f"slow={SLOW}:2", "MCPCORE_DAILY_QUOTA": "3"}
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
+    (tmp_path / "mcpcore.toml").write_text(f'target = "{ROOT / GUARDED}"\ntransport = "http"\nport = {port}\n'
+                                           f'tool_rate_limit = ["slow={SLOW}:2"]\n')
+    process = subprocess.Popen([sys.executable, "-m", "mcpcore", "run"], cwd=tmp_path, stderr=subprocess.DEVNULL,
+                               env={**os.environ, "MCPCORE_DAILY_QUOTA": "3"})
     try:
         wait_until_accepting(port)
         assert [passed(await call(port, "alice", "slow")) for _ in range(3)] == [True, True, False]
@@ -190,3 +193,42 @@ async def test_without_redis_the_options_limit_each_process_on_its_own() -> None
         assert refusal(await call(port, "alice", "ping"))["data"]["quota"] == 3
     finally:
         stop_gracefully(process)
+
+
+@pytest.mark.parametrize(("content", "args", "env", "message"), [
+    ("", ("--rate-limit", "0"), {}, "argument --rate-limit: invalid rate_limit value: '0'"),
+    ("", ("--daily-quota", "1.5"), {}, "argument --daily-quota: invalid quota value: '1.5'"),
+    ('tool_rate_limit = ["slow"]\n', (), {}, "mcpcore: --tool-rate-limit takes TOOL=VALUE, not 'slow'"),
+    ("", ("--tool-daily-quota", "send=0"), {}, "--tool-daily-quota 'send=0': a daily quota is a whole number of calls >= 1"),
+    ("daily_quota = 0\n", (), {}, "mcpcore.toml: daily_quota: '0' is not valid (a daily quota is a whole number"),
+    ("", (), {"MCPCORE_RATE_LIMIT": "fast"}, "MCPCORE_RATE_LIMIT: 'fast' is not valid"),
+])
+def test_a_bad_limit_is_refused_naming_its_option_or_source(tmp_path: Path, content: str, args: tuple[str, ...],
+                                                             env: dict[str, str], message: str) -> None:
+    (tmp_path / "mcpcore.toml").write_text(f'target = "{ROOT / GUARDED}"\n{content}')
+    done = subprocess.run([sys.executable, "-m", "mcpcore", "run", *args], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode != 0 and message in done.stderr, done.stderr
+
+
+def test_a_local_limiter_keeps_a_bounded_number_of_buckets_and_refills_them() -> None:
+    now = [0.0]
+    limiter = LocalLimiter(Limits(rate=(2.0, 1), daily=2), max_callers=3, clock=lambda: now[0], wall=lambda: 10 * DAY + 5)
+    rate, day = Limits(rate=(2.0, 1)).checks(Call({})), Check("day", "", 2, 0)
+    assert limiter.take(("principal", "a"), rate) is None
+    refused = limiter.take(("principal", "a"), rate)
+    assert refused is not None and refused.wait == 0.5 and refused.error().data == {"retryAfter": 1}
+    now[0] = 0.5
+    assert limiter.take(("principal", "a"), rate) is None
+    assert [limiter.take(("principal", "a"), [day]) for _ in range(2)] == [None, None]
+    over = limiter.take(("principal", "a"), [*rate, day])
+    assert over is not None and over.check == day and over.wait == DAY - 5  # the longest wait is the one said
+    for name in "bcd":
+        limiter.take(("principal", name), rate)
+    assert len(limiter._held) == 3
+
+
+def test_limits_refuse_what_cannot_be_a_limit() -> None:
+    for bad in ({"rate": (0, 1)}, {"rate": (1, 0)}, {"tools": {"x": (1, 1.5)}}, {"daily": 0}, {"tools_daily": {"x": -1}}):
+        with pytest.raises(ValueError, match="needs"):
+            Limits(**bad)  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ from .._runtime.limits import Limits, LocalLimiter
 from .._serving.server import Server
 
 
-def bucket(text: str) -> tuple[float, int]:
+def rate_limit(text: str) -> tuple[float, int]:
     """`RATE[:BURST]`: calls a second, and the burst (the rate rounded up, at least 1, when left out)."""
     rate_text, _, burst_text = text.partition(":")
     rate = float(rate_text)
@@ -47,7 +47,7 @@ def _per_tool(items: list[str] | None, parse: Any, option: str) -> dict[str, Any
 
 def add_options(parser: argparse.ArgumentParser) -> None:
     limits = parser.add_argument_group("limits (per caller: its principal, else its address; fleet-wide with --redis)")
-    limits.add_argument("--rate-limit", type=bucket, metavar="RATE[:BURST]",
+    limits.add_argument("--rate-limit", type=rate_limit, metavar="RATE[:BURST]",
                         help="calls a second each caller may make, with bursts of BURST (e.g. 5:20)")
     limits.add_argument("--tool-rate-limit", dest="tool_rate_limits", action="append", metavar="TOOL=RATE[:BURST]",
                         help="the same for each caller's calls of one tool (repeatable)")
@@ -59,7 +59,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 def limits_from(args: argparse.Namespace) -> Limits:
     """The limits the options name (empty without any); a bad one raises ValueError saying which."""
     return Limits(rate=args.rate_limit, daily=args.daily_quota,
-                  tools=_per_tool(args.tool_rate_limits, bucket, "--tool-rate-limit"),
+                  tools=_per_tool(args.tool_rate_limits, rate_limit, "--tool-rate-limit"),
                   tools_daily=_per_tool(args.tool_daily_quotas, quota, "--tool-daily-quota"))
 
 
