@@ -109,11 +109,12 @@ async def test_a_tools_limit_and_the_daily_quotas_count_across_processes_and_a_r
         assert limited["data"]["tool"] == "slow" and "'slow'" in limited["message"]
         assert passed(await call(b, "alice", "send"))
         over = refusal(await call(a, "alice", "send"))
-        assert over["message"].startswith("Daily quota used up: 1 calls of 'send' a day; it resets at 00:00 UTC")
+        assert over["message"].startswith("Daily quota used up: 1 call of 'send' a day; it resets at 00:00 UTC")
         assert over["data"]["quota"] == 1 and over["data"]["tool"] == "send" and over["data"]["period"] == "day"
         assert 1 <= over["data"]["retryAfter"] <= 86_400
         assert passed(await call(b, "alice", "ping"))  # the third counted call: the refused ones spent nothing
         whole_day = refusal(await call(a, "alice", "ping"))
+        assert whole_day["message"].startswith("Daily quota used up: 3 calls a day; it resets at 00:00 UTC, in ")
         assert whole_day["data"]["quota"] == 3 and "tool" not in whole_day["data"]
         assert passed(await call(b, "bob", "send"))
         quota_ttls = [ttl for key, ttl in seen.limit_keys().items() if ":q:" in key]

@@ -37,10 +37,10 @@ class Limits:
     tools_daily: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for name, (rate, burst) in ((f"tool {tool!r}", bucket) for tool, bucket in self.tools.items()):
-            _check_bucket(name, rate, burst)
         if self.rate is not None:
             _check_bucket("rate", *self.rate)
+        for tool, (rate, burst) in self.tools.items():
+            _check_bucket(f"tool {tool!r}", rate, burst)
         for name, quota in (("daily", self.daily), *((f"tool {tool!r}", n) for tool, n in self.tools_daily.items())):
             if quota is not None and (not isinstance(quota, int) or quota < 1):
                 raise ValueError(f"a daily quota ({name}) needs a whole number of calls >= 1, not {quota!r}")
@@ -92,12 +92,13 @@ class Refusal:
         seconds = max(1, math.ceil(self.wait))
         if self.check.kind == "rate":
             return rate_limited(seconds, self.check.tool)
-        of = f" of {self.check.tool!r}" if self.check.tool else ""
-        data: dict[str, Any] = {"retryAfter": seconds, "quota": int(self.check.limit), "period": "day"}
+        quota = int(self.check.limit)
+        data: dict[str, Any] = {"retryAfter": seconds, "quota": quota, "period": "day"}
+        calls = f"{quota} call{'' if quota == 1 else 's'}"
         if self.check.tool:
             data["tool"] = self.check.tool
-        return McpError(RATE_LIMITED, f"Daily quota used up: {int(self.check.limit)} calls{of} a day; "
-                                      f"it resets at 00:00 UTC, in {seconds} s", data)
+            calls += f" of {self.check.tool!r}"
+        return McpError(RATE_LIMITED, f"Daily quota used up: {calls} a day; it resets at 00:00 UTC, in {seconds} s", data)
 
 
 def rate_limited(seconds: int, tool: str = "") -> McpError:
