@@ -26,6 +26,7 @@ from mcpcore.testing import Client
 pytestmark = pytest.mark.anyio
 
 GUARDED = "tests/servers/limits_server.py:guarded"
+LEGACY = "2025-11-25"
 SLOW = "0.001"  # calls a second: one call back every 1000 s, never within a test
 AWAY = "Redis is unreachable"
 BACK = "Redis is back"
@@ -59,6 +60,10 @@ def refusal(reply: Reply) -> dict[str, Any]:
     return reply.response["error"]
 
 
+def http(port: int, **options: Any) -> Client:
+    return Client.http(f"http://127.0.0.1:{port}/mcp", **options)
+
+
 class Seen:
     """A plain Redis client on the test's server, to see (and flush) what the processes keep there."""
 
@@ -66,6 +71,9 @@ class Seen:
         import redis
 
         self.client = redis.Redis.from_url(url)
+
+    def script_runs(self) -> int:
+        return self.client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
 
     def limit_keys(self) -> dict[str, int]:
         """The limits' keys, each with its TTL in seconds (-1: none)."""
@@ -117,8 +125,13 @@ async def test_a_tools_limit_and_the_daily_quotas_count_across_processes_and_a_r
         assert whole_day["message"].startswith("Daily quota used up: 3 calls a day; it resets at 00:00 UTC, in ")
         assert whole_day["data"]["quota"] == 3 and "tool" not in whole_day["data"]
         assert passed(await call(b, "bob", "send"))
-        quota_ttls = [ttl for key, ttl in seen.limit_keys().items() if ":q:" in key]
-        assert len(quota_ttls) == 4 and all(0 < ttl <= 86_400 + 60 for ttl in quota_ttls)
+        async with http(a, token="erin", era=LEGACY) as first, http(b, token="erin", era=LEGACY) as second:
+            assert (await first.call_tool("slow", {})).text == "done"  # a 2025-era session's calls count the same
+            with pytest.raises(McpError) as refused:
+                await second.call_tool("slow", {})
+            assert refused.value.code == 429 and refused.value.data["tool"] == "slow"
+        quota_ttls = [ttl for key, ttl in seen.limit_keys().items() if ":q:" in key]  # alice, bob, erin; 2 tools
+        assert len(quota_ttls) == 5 and all(0 < ttl <= 86_400 + 60 for ttl in quota_ttls)
 
 
 async def test_without_redis_the_limits_hold_per_process_said_once_and_hold_fleet_wide_again_when_it_returns(
@@ -170,7 +183,7 @@ def stdio_server(redis_url: str) -> list[str]:
 
 
 async def test_stdio_processes_sharing_redis_share_one_callers_limit_and_get_the_json_rpc_error(
-        redis_server: RedisServer) -> None:  # noqa: F811
+        redis_server: RedisServer, seen: Seen) -> None:  # noqa: F811
     env = environment()
     async with Client.stdio(stdio_server(redis_server.url), env=env, cwd=str(ROOT)) as first, \
             Client.stdio(stdio_server(redis_server.url), env=env, cwd=str(ROOT)) as second:
@@ -178,7 +191,11 @@ async def test_stdio_processes_sharing_redis_share_one_callers_limit_and_get_the
         with pytest.raises(McpError) as refused:
             await second.call_tool("slow", {})
         assert refused.value.code == 429 and refused.value.data["retryAfter"] > 900 and refused.value.data["tool"] == "slow"
-        assert (await second.call_tool("ping", {})).text == "pong"
+        runs = seen.script_runs()
+        assert runs > 0
+        for _ in range(3):
+            assert (await second.call_tool("ping", {})).text == "pong"
+        assert seen.script_runs() == runs  # a call no limit applies to never reaches Redis
 
 
 async def test_without_redis_the_limits_from_the_settings_file_and_environment_hold_per_process(tmp_path: Path) -> None:
