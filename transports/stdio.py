@@ -23,7 +23,7 @@ import socket
 import stat
 import sys
 import threading
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable, Iterator
 
 import anyio
 
@@ -183,6 +183,16 @@ class _Input(asyncio.Protocol):
         self.session.end_of_input()
 
 
+class _Done:
+    """An awaitable with nothing to wait for: what a cancelled call's `respond` returns."""
+
+    def __await__(self) -> Iterator[None]:
+        return iter(())
+
+
+_NOTHING = _Done()
+
+
 class _CallWriter:
     """One call's view of stdout: whole lines, silent once the call was cancelled."""
 
@@ -196,9 +206,9 @@ class _CallWriter:
         if not self.call.cancelled:
             await self.session.write(message)
 
-    async def respond(self, message: bytes, error_code: int | None = None) -> None:
-        if not self.call.cancelled:
-            await self.session.write(message)
+    def respond(self, message: bytes, error_code: int | None = None) -> Awaitable[None]:
+        """The session's write, awaited by the caller (no frame of the writer's around it)."""
+        return self.session.write(message) if not self.call.cancelled else _NOTHING
 
     @property
     def client_place(self) -> Bucket:
@@ -323,7 +333,8 @@ class StdioSession:
             self._abandon()
             return
         self._write_now(message)
-        await self.drain()
+        if self._out._drained is not None:  # only a full pipe makes a writer wait
+            await self._out.drain()
 
     def _abandon(self) -> None:
         """Nobody reads our output any more (stdout closed): stop serving."""

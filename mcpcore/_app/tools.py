@@ -79,6 +79,10 @@ class Tool:
         # arguments the schema's quick check accepts go to the function as they are; anything else takes
         # the full path, which coerces, validates, explains and converts.
         self._quick = self.validator.quick if self.raw_schema or self.info.takes_json else None
+        # And how it is called: an async function that takes no Context and no dependencies is called
+        # as it is, its coroutine awaited with no frame between (anything else through `FunctionInfo.start`).
+        info = self.info
+        self._direct = info.fn if info.is_async and info.context_param is None and not info.dependencies else None
         self.strict = strict  # None: the server's choice (`Server(strict=...)`)
         self.coercible = could_coerce(self.input_schema)
         self.headers: tuple[HeaderParam, ...] = header_params(self.key, self.input_schema)
@@ -130,7 +134,8 @@ class Tool:
             except ValueError as error:
                 return _error_result(f"Invalid arguments for tool {self.key!r}: {error}")
         try:
-            value = await self.info.start(kwargs, context)
+            direct = self._direct
+            value = await (direct(**kwargs) if direct is not None else self.info.start(kwargs, context))
             if isinstance(value, InputRequired):  # returning it is the same as raising it
                 raise value
         except (McpError, InputRequired):

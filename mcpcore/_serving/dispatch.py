@@ -346,7 +346,9 @@ class Dispatcher:
         close = difflib.get_close_matches(name, names, n=1)
         return f"; did you mean {close[0]!r}?" if close else ""
 
-    async def _on_tools_call(self, route: Route, params: dict[str, Any], context: Context) -> dict[str, Any]:
+    def _on_tools_call(self, route: Route, params: dict[str, Any], context: Context) -> Awaitable[dict[str, Any]]:
+        """The checks of the request itself, then the tool's own coroutine (or the task's) to await:
+        no frame of the dispatcher's stays around the tool while it runs."""
         name = params.get("name")
         if not isinstance(name, str):
             raise invalid_params('tools/call needs a string "name"')
@@ -361,8 +363,8 @@ class Dispatcher:
         elif not isinstance(arguments, dict):
             raise invalid_params('tools/call "arguments" must be a JSON object')
         if tool.task != "forbidden":
-            return await self.server.tasks.call(tool, arguments, params, context)
-        return await tool.call(arguments, context)
+            return self.server.tasks.call(tool, arguments, params, context)
+        return tool.call(arguments, context)
 
     async def _on_resources_read(self, route: Route, params: dict[str, Any], context: Context) -> dict[str, Any]:
         uri = params.get("uri")

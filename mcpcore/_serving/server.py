@@ -9,7 +9,7 @@ what is offered reaches open subscriptions through the bus.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, AsyncContextManager, Callable, Protocol, Sequence, TypeVar, overload
+from typing import TYPE_CHECKING, Any, AsyncContextManager, Awaitable, Callable, Protocol, Sequence, TypeVar, overload
 
 import anyio
 
@@ -347,9 +347,10 @@ class Server:
         """What a request is (see `Dispatcher.route`); transports put it on the `Call`."""
         return self.dispatcher.route(message)
 
-    async def handle(self, call: Call, writer: Writer) -> None:
-        """Answer one request: notifications (if any) then exactly one response."""
-        await self.dispatcher.handle(call, writer)
+    def handle(self, call: Call, writer: Writer) -> Awaitable[None]:
+        """Answer one request: notifications (if any) then exactly one response (await what this
+        returns: the dispatcher's own coroutine, with no frame of the server's around it)."""
+        return self.dispatcher.handle(call, writer)
 
     # -- what is offered --------------------------------------------------
 
