@@ -258,6 +258,9 @@ class Exchange:
             headers = headers + self._cors
         return response_head(status, headers, last or self.endpoint.closing, built)
 
+    def whole(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+        self.send(self.head(status, headers), h11.Data(data=body), h11.EndOfMessage())
+
     def time(self) -> float:
         return self.loop.time()
 
