@@ -3,8 +3,15 @@ which is bounded and never holds a credential or a session id."""
 
 from __future__ import annotations
 
+import pytest
+
 from mcpcore.transports._http import exchange
 from mcpcore.transports._http.exchange import header_map
+
+
+@pytest.fixture(autouse=True)
+def empty_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(exchange, "_DECODED", {})  # other tests' servers (each on its own port) fill it
 
 
 def test_a_cached_header_maps_as_a_decoded_one() -> None:
