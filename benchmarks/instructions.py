@@ -53,10 +53,11 @@ PATHS = {  # name → (transport, echo flavour or method, requests per chunk of 
     "http-echo-asgi": ("asgi", "async", 1),  # async echo through the ASGI adapter under uvicorn's h11 protocol
     "asgi-ceiling": ("asgi", "ceiling", 1),  # a bare ASGI app answering a fixed result there: uvicorn's own cost
     "http-ceiling": ("ceiling", "async", 1),  # h11 on a bare asyncio protocol: what an HTTP request costs at least
+    "http-bound": ("bound", "async", 1),  # the ceiling plus every check a correct server makes (servers/bound_http.py)
 }
 REFERENCES = {  # path → what its transport costs at least, measured in the same run
     "stdio-echo": "stdio-floor", "stdio-sync-echo": "stdio-floor", "stdio-echo-pipelined": "stdio-floor-pipelined",
-    "stdio-bound": "stdio-floor",
+    "stdio-bound": "stdio-floor", "http-bound": "http-ceiling",
     "http-echo": "http-ceiling", "http-sync-echo": "http-ceiling", "http-tools-list": "http-ceiling",
     "http-echo-middleware": "http-ceiling", "http-session-echo": "http-ceiling", "http-stateless-echo": "http-ceiling",
     "http-echo-asgi": "asgi-ceiling",
@@ -197,7 +198,7 @@ async def drive(transport: str, flavour: str, count: int, batch: int) -> None:
             answered[-1].set_result(None)
 
     body = request_body(flavour)
-    if transport in ("http", "ceiling", "asgi"):
+    if transport in ("http", "ceiling", "bound", "asgi"):
         from mcpcore.transports.http import HttpConfig, HttpServer, _Connection
 
         method = b"tools/list" if flavour == "list" else b"tools/call"
@@ -211,7 +212,12 @@ async def drive(transport: str, flavour: str, count: int, batch: int) -> None:
             connection = under_uvicorn(server, bare=flavour == "ceiling")
         else:
             config = HttpConfig(port=8000, stateless=flavour == "stateless")
-            connection = Ceiling() if transport == "ceiling" else _Connection(HttpServer(server, config))
+            if transport == "http":
+                connection = _Connection(HttpServer(server, config))
+            else:
+                from bound_http import Bound  # type: ignore[import-not-found]
+
+                connection = Ceiling() if transport == "ceiling" else Bound()
         connection.connection_made(FakeTransport(sink))
         feed = connection.data_received
         if flavour == "session":

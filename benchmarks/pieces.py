@@ -67,6 +67,21 @@ def pieces() -> dict[str, Callable[[], Any]]:
     def envelope() -> bytes:
         return encode_raw_result(1, orjson.dumps({**result, "resultType": "complete", "_meta": server.result_meta}))
 
+    # The HTTP transport's own checks, on the head `instructions.py` sends with the echo request.
+    import h11
+
+    from mcpcore.transports._http.exchange import header_map
+    from mcpcore.transports._http.rules import check_head, check_mcp_headers, make_policy
+
+    head = (b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:8000\r\nContent-Type: application/json\r\n"
+            b"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n"
+            b"Mcp-Method: tools/call\r\nMcp-Name: echo\r\nContent-Length: %d\r\n\r\n" % len(line))
+    parser = h11.Connection(h11.SERVER)
+    parser.receive_data(head)
+    raw = parser.next_event().headers.raw_items()  # type: ignore[union-attr]
+    headers = header_map(raw)[0]
+    policy = make_policy("127.0.0.1", 8000, "/mcp")
+
     return {
         "noop": lambda: None,
         "loads": lambda: orjson.loads(line),
@@ -83,6 +98,9 @@ def pieces() -> dict[str, Callable[[], Any]]:
         "envelope": envelope,
         "dispatch": lambda: run(dispatcher._dispatch(Call(message, route), writer)),
         "handle": lambda: run(dispatcher.handle(Call(message, route), writer)),
+        "headermap": lambda: header_map(raw),
+        "checkhead": lambda: check_head(policy, "POST", "/mcp", headers),
+        "mcpheaders": lambda: check_mcp_headers(headers, message, route),
     }
 
 

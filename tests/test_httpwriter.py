@@ -40,6 +40,9 @@ class FakeLink:
     def send(self, *events: Any) -> None:
         self.events.extend(events)
 
+    def whole(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+        self.send(self.head(status, headers), h11.Data(data=body), h11.EndOfMessage())
+
     async def drain(self) -> None:
         self.drains += 1
 

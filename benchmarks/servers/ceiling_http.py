@@ -35,8 +35,8 @@ class Ceiling(asyncio.Protocol):
                 return
 
 
-async def main(port: int) -> None:
-    server = await asyncio.get_running_loop().create_server(Ceiling, "127.0.0.1", port, backlog=1024)
+async def main(port: int, protocol: type[asyncio.Protocol] = Ceiling) -> None:
+    server = await asyncio.get_running_loop().create_server(protocol, "127.0.0.1", port, backlog=1024)
     async with server:
         await server.serve_forever()
 

@@ -89,16 +89,32 @@ def _session_header(session: Session) -> list[tuple[bytes, bytes]]:
     return [(b"mcp-session-id", session.id.encode())]  # type: ignore[union-attr]
 
 
+# Headers whose values clients repeat on every request (never a credential or a session id):
+# their decoded form is kept, up to a bound, so a request pays a look-up instead of decoding.
+_REPEATED_VALUES = frozenset({"host", "content-type", "accept", "content-length", "mcp-protocol-version", "mcp-method",
+                              "mcp-name", "user-agent", "accept-encoding", "connection"})
+_DECODED: dict[tuple[bytes, bytes], tuple[str, str, int]] = {}
+_DECODED_MAX = 512  # entries; once full, other values are decoded each time
+
+
+def _decode_header(name: bytes, value: bytes) -> tuple[str, str, int]:
+    """A header as `header_map` keeps it: lower-case name, value, size in bytes."""
+    decoded = (name.decode("ascii").lower(), value.decode("latin-1"), len(name) + len(value) + 4)
+    if decoded[0] in _REPEATED_VALUES and len(_DECODED) < _DECODED_MAX:
+        _DECODED[name, value] = decoded
+    return decoded
+
+
 def header_map(raw: Any) -> tuple[dict[str, str], int, frozenset[str]]:
     """Request headers by lower-case name (repeats joined with ", "), their size in bytes,
     and the names that came more than once."""
     headers: dict[str, str] = {}
     repeated: set[str] = set()
     size = 0
+    cached = _DECODED.get
     for name, value in raw:
-        size += len(name) + len(value) + 4
-        key = name.decode("ascii").lower()
-        text = value.decode("latin-1")
+        key, text, length = cached((name, value)) or _decode_header(name, value)
+        size += length
         if key in headers:
             repeated.add(key)
             headers[key] = f"{headers[key]}, {text}"
@@ -257,6 +273,9 @@ class Exchange:
         if self._cors is not None:
             headers = headers + self._cors
         return response_head(status, headers, last or self.endpoint.closing, built)
+
+    def whole(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+        self.send(self.head(status, headers), h11.Data(data=body), h11.EndOfMessage())
 
     def time(self) -> float:
         return self.loop.time()

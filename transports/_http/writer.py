@@ -104,6 +104,9 @@ class Link(Protocol):
 
     def send(self, *events: Any) -> None: ...
 
+    def whole(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+        """A whole response with a Content-Length body, its head as `head` makes it."""
+
     async def drain(self) -> None: ...
 
     def time(self) -> float: ...
@@ -120,10 +123,10 @@ def response_head(status: int, headers: list[tuple[bytes, bytes]], last: bool, b
     """
     if last:
         headers = headers + [(b"connection", b"close")]
-    return h11.Response(status_code=status, headers=headers, reason=_REASONS.get(status, b""), _parsed=built)
+    return h11.Response(status_code=status, headers=headers, reason=REASONS.get(status, b""), _parsed=built)
 
 
-_REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
+REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
 
 
 def retry_after(message: bytes) -> bytes:
@@ -220,15 +223,17 @@ class HttpWriter:
         if before is WriterState.ABORTED:
             return
         self._stop_ticking()
-        if before is WriterState.DIRECT:
-            headers = JSON_HEADERS + [(b"content-length", str(len(message)).encode())]
+        if before is WriterState.DIRECT:  # one JSON body: the connection frames it whole
+            headers = JSON_HEADERS + [(b"content-length", b"%d" % len(message))]
             if error_code == RATE_LIMITED:
                 headers.append((b"retry-after", retry_after(message)))
-            events: list[Any] = [self._head(http_status(error_code), headers), h11.Data(data=message)]
-        else:
-            events = [h11.Data(data=sse_event(message, event_id))]
-        events.append(h11.EndOfMessage())
-        await self._write(events)
+            if self.head_headers is not None:
+                headers += self.head_headers()
+            self.link.whole(http_status(error_code), headers, message)
+            self._last_write = self.link.time()
+            await self.link.drain()
+            return
+        await self._write([h11.Data(data=sse_event(message, event_id)), h11.EndOfMessage()])
 
     def abort(self) -> WriterState:
         """The peer left, or the call ended without a response: drop whatever comes later."""
