@@ -53,6 +53,7 @@ PEERS = {
     "mcpcore-extras": [f"{ROOT}[jwt]", "uvicorn==0.54.0", "httptools==0.9.0"],  # ASGI servers, JWT
     "mcp": ["mcp==2.3.0"],
     "fastmcp": ["fastmcp==4.2.3"],
+    "mcp-proxy": ["mcp-proxy==0.13.0"],  # a peer of the gateway (benchmarks/gateway.py)
 }
 SERVER_CPU, LOAD_CPU = 0, 1
 CONNECTIONS = (1, 16, 64, 256, 1000)
