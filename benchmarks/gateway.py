@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
+from urllib.parse import urlsplit
 
 import compare
 import httpload
@@ -90,8 +91,10 @@ def session_probe(port: int, session_id: str, version: str) -> str | None:
     return None
 
 
-def drive(url: str, port: int, wire: str, connections: Sequence[int], seconds: int, warmup: int) -> list[compare.Run]:
-    """wrk at each connection count on one wire (a warm-up run before each); a failure is recorded, not raised."""
+def drive(url: str, server: int, wire: str, connections: Sequence[int], seconds: int, warmup: int) -> list[compare.Run]:
+    """wrk at each connection count on one wire (a warm-up run before each), with the CPU time the server process
+    `server` and its upstream spent per call; a failure is recorded, not raised."""
+    port = urlsplit(url).port
     try:
         if wire == MODERN:
             problem, script, arguments = compare.probe(url, compare.ECHO), wrkload.SCRIPT, compare.ECHO.lua_args()
@@ -105,7 +108,9 @@ def drive(url: str, port: int, wire: str, connections: Sequence[int], seconds: i
         for count in connections:
             if warmup:
                 wrkload.load(url, count, warmup, arguments, cpu=compare.LOAD_CPU, script=script)
+            used = procs.cpu_seconds(server)
             run = wrkload.load(url, count, seconds, arguments, cpu=compare.LOAD_CPU, script=script)
+            run["cpu_us_per_call"] = (procs.cpu_seconds(server) - used) * 1e6 / max(run["requests"], 1)
             runs.append({key: value for key, value in run.items() if key != "wrk"})
         return runs
     except (OSError, RuntimeError, ValueError, http.client.HTTPException) as error:
@@ -116,8 +121,8 @@ def measure(target: Target, connections: Sequence[int], seconds: int, warmup: in
     """Start the target's server once and drive it on each of its wires."""
     server, port = target.server, procs.free_port()
     try:
-        with procs.listening(server.argv(port), port, server.cpu, server.env, compare.SERVER_CWD):
-            return {(server.label, wire): drive(f"http://127.0.0.1:{port}/mcp", port, wire, connections, seconds, warmup)
+        with procs.listening(server.argv(port), port, server.cpu, server.env, compare.SERVER_CWD) as process:
+            return {(server.label, wire): drive(f"http://127.0.0.1:{port}/mcp", process.pid, wire, connections, seconds, warmup)
                     for wire in target.wires}
     except RuntimeError as error:
         return {(server.label, wire): [compare.failed(f"{server.label}: {error}")] * len(connections) for wire in target.wires}
@@ -184,7 +189,16 @@ def report(result: dict[str, Any]) -> str:
                  f"({compare.number(compare.median(compare.values(at(label, wire, c), 'p99_ms')), '{:.1f}')})" for c in counts]
         bad = sum(compare.errors(at(label, wire, c)) for c in counts)
         lines.append(f"| {label} | {wire} | " + " | ".join(cells) + f" | {bad} |")
-    lines += ["", "| ratio (same round) | " + " | ".join(f"{int(c):,} connection{'s' * (c != '1')}" for c in counts) + " |",
+    lines += ["", "Server CPU time per call, µs (user + system time over the run of the server process and its upstream, "
+                  "÷ calls; the machine's other load disturbs it less than req/s), and its ratio to the direct server's "
+                  "on the same wire in the same round:", "",
+              "| server | wire | " + " | ".join(f"{int(c):,} conn. µs (x direct)" for c in counts) + " |",
+              "|---|---|" + "---|" * len(counts)]
+    for label, wire in ROWS:
+        cells = [f"{compare.number(compare.median(compare.values(at(label, wire, c), 'cpu_us_per_call')))} ("
+                 f"{compare.spread(compare.ratios(at(label, wire, c), at(DIRECT, wire, c), 'cpu_us_per_call'))})" for c in counts]
+        lines.append(f"| {label} | {wire} | " + " | ".join(cells) + " |")
+    lines += ["", "| req/s ratio (same round) | " + " | ".join(f"{int(c):,} connection{'s' * (c != '1')}" for c in counts) + " |",
               "|---|" + "---|" * len(counts)]
     pairs = [((GATEWAY, MODERN), (DIRECT, MODERN)), ((GATEWAY, SESSION), (DIRECT, SESSION)),
              ((GATEWAY, SESSION), (MCP_PROXY, SESSION)), ((GATEWAY, SESSION), (FASTMCP_PROXY, SESSION)),
