@@ -38,7 +38,7 @@ import procs
 import session_load
 import wrkload
 
-START, END = "<!-- gateway: written by benchmarks/gateway.py -->", "<!-- /gateway -->"
+START, END = compare.GATEWAY_START, compare.GATEWAY_END
 MODERN, SESSION = "2026-07-28", "2025-11-25 session"  # the wires
 DIRECT, GATEWAY = "mcpcore over HTTP directly", "mcpcore proxy (gateway)"
 MCP_PROXY, FASTMCP_PROXY = "mcp-proxy 0.13.0", "FastMCP 4.2.3 proxy"
@@ -159,6 +159,12 @@ def added_microseconds(runs: Sequence[compare.Run], reference: Sequence[compare.
             if compare.usable(run, "rps") and compare.usable(ref, "rps")]
 
 
+def added_cpu(runs: Sequence[compare.Run], reference: Sequence[compare.Run]) -> list[float]:
+    """Per round, the CPU time one call costs the server (and its upstream) more than the reference, in µs."""
+    key = "cpu_us_per_call"
+    return [run[key] - ref[key] for run, ref in zip(runs, reference) if compare.usable(run, key) and compare.usable(ref, key)]
+
+
 def report(result: dict[str, Any]) -> str:
     """The RESULTS.md section of a run (between this script's markers, which compare.py keeps)."""
     runs, counts = result["runs"], [str(count) for count in result["connections"]]
@@ -208,13 +214,27 @@ def report(result: dict[str, Any]) -> str:
         lines.append(f"| gateway {wire} ÷ {other} {other_wire} | " + " | ".join(cells) + " |")
     if "1" in counts:
         lines += ["", "Added latency per call at one connection (lockstep: the mean call time, 1 / req/s, through the "
-                      "gateway less the direct one in the same round; and the median call time, wrk's p50):", "",
-                  "| wire | added µs per call (mean) | gateway p50 ms | direct p50 ms |", "|---|---|---|---|"]
+                      "gateway less the direct one in the same round; the CPU time per call the gateway and its upstream "
+                      "spend beyond the direct server's, which bounds what they add on an idle core but for the wake-ups; "
+                      "and the median call time, wrk's p50):", "",
+                  "| wire | added µs per call (mean) | added CPU µs per call | gateway p50 ms | direct p50 ms |",
+                  "|---|---|---|---|---|"]
         for wire in (MODERN, SESSION):
             through, direct = at(GATEWAY, wire, "1"), at(DIRECT, wire, "1")
             lines.append(f"| {wire} | {compare.spread(added_microseconds(through, direct), '{:.0f}')} "
+                         f"| {compare.spread(added_cpu(through, direct), '{:.0f}')} "
                          f"| {compare.number(compare.median(compare.values(through, 'p50_ms')), '{:.2f}')} "
                          f"| {compare.number(compare.median(compare.values(direct, 'p50_ms')), '{:.2f}')} |")
+    if "64" in counts:
+        goals = [compare.check(f"gateway {wire} >= 0.5x mcpcore directly at 64 connections (req/s)",
+                               compare.ratios(at(GATEWAY, wire, "64"), at(DIRECT, wire, "64")), lambda r: r >= 0.5)
+                 for wire in (MODERN, SESSION)]
+        goals += [compare.check(f"gateway {SESSION} >= 5x {peer} at 64 connections (req/s)",
+                                compare.ratios(at(GATEWAY, SESSION, "64"), at(peer, SESSION, "64")), lambda r: r >= 5)
+                  for peer in (MCP_PROXY, FASTMCP_PROXY)]
+        verdict = {True: "yes", False: "no", None: "not measured"}
+        lines += ["", "| goal (issue 26), judged on the median | measured | met |", "|---|---|---|",
+                  *(f"| {name} | {measured} | {verdict[ok]} |" for name, measured, ok in goals)]
     failures = [(f"{label}, {wire}, {int(c):,} connections, round {i}", one["failed"])
                 for label, wire in ROWS for c in counts for i, one in enumerate(at(label, wire, c), 1) if "failed" in one]
     if failures:

@@ -481,5 +481,5 @@ def test_the_gateway_benchmark_drives_a_real_gateway_on_both_wires_and_reports_e
     section = gateway.report(result)
     assert section.startswith(gateway.START) and section.rstrip().endswith(gateway.END)
     assert f"| gateway {gateway.MODERN} ÷ {gateway.DIRECT} {gateway.MODERN} | 1.00 | 1.00 |" in section
-    assert f"| {gateway.SESSION} | 0 |" in section  # no latency added to itself
+    assert f"| {gateway.SESSION} | 0 | 0 |" in section  # no latency, no CPU time added to itself
     assert f"| {gateway.MCP_PROXY} | {gateway.SESSION} | — (—) | — (—) | 0 |" in section  # not measured, said so
