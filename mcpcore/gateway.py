@@ -238,13 +238,13 @@ class Gateway:
                 await context.log(relayed["level"], relayed.get("data"), relayed.get("logger"))
 
         try:
-            with anyio.fail_after(self.timeout):
+            # `fail_after`'s work without its wrappers (a context manager generator, backend look-ups): one per call
+            with anyio.CancelScope(deadline=anyio.current_time() + self.timeout):
                 return await client.send(method, params, progress="progressToken" in context.meta, on_notification=relay)
-        except TimeoutError:
-            raise McpError(INTERNAL_ERROR, f"the upstream server did not answer {method} within {self.timeout:g} s") from None
         except ConnectionError as gone:
             raise McpError(INTERNAL_ERROR, f"the upstream server went away during {method} ({gone}); "
                                            "it is being started again") from None
+        raise McpError(INTERNAL_ERROR, f"the upstream server did not answer {method} within {self.timeout:g} s")
 
     async def forward_asking(self, method: str, params: dict[str, Any], context: Context) -> dict[str, Any]:
         """`forward`, with the upstream's questions asked of the caller: an `input_required` result is
