@@ -22,11 +22,13 @@ A JSON-RPC error raises `McpError` (`InvalidParams` for -32602); a tool's
 `isError` result does not. What the server asks of the client is answered by
 the callbacks given: `elicit` (a form or URL elicitation's params → its
 result), `sample` (a sampling request's params → a `CreateMessageResult`) and
-`roots` (a list of root URIs). The client declares exactly the capabilities its
-callbacks cover, and on the 2026 wire retries an `input_required` result with
-the answers and the sealed state, as many rounds as the server asks; on a
-2025-era wire it answers the session's server-to-client requests (over stdio and
-HTTP+SSE in a task of their own, while other requests go on). Progress and log
+`roots` (a list of root URIs), or by `on_request` (the whole request → its
+result) for a caller that relays them (`mcpcore.gateway`). The client declares
+exactly the capabilities its callbacks cover, and on the 2026 wire retries an
+`input_required` result with the answers and the sealed state, as many rounds
+as the server asks; on a 2025-era wire it answers the session's
+server-to-client requests (over stdio and HTTP+SSE in a task of their own,
+while other requests go on). Progress and log
 notifications go to `on_progress` / `on_log` and are kept on each `Outcome` (a
 tool call asks for progress unless told `progress=False`; other requests when
 `on_progress` is given, or `request(..., progress=True)`). The listeners run
@@ -63,6 +65,7 @@ from ._wire.jsonrpc import (
     MODERN_VERSIONS,
     InvalidParams,
     McpError,
+    SessionExpired,
 )
 
 __all__ = ["Client", "Outcome", "Subscription"]
@@ -175,6 +178,7 @@ class Client:
         on_progress: Listener | None = None,
         on_log: Listener | None = None,
         on_notification: Listener | None = None,
+        on_request: Answer | None = None,
         log_level: str | None = None,
         principal: str | None = None,
         auth: Any = None,
@@ -190,6 +194,7 @@ class Client:
         self.legacy = era in LEGACY_VERSIONS
         self.elicit, self.sample, self.roots = elicit, sample, roots
         self.on_progress, self.on_log, self.on_notification = on_progress, on_log, on_notification
+        self.on_request = on_request  # every server-to-client request but ping, before the callbacks
         self.log_level = log_level
         self.principal, self.auth = (principal if principal is not None else getattr(auth, "subject", None)), auth
         self.client_info = dict(client_info)
@@ -203,6 +208,7 @@ class Client:
         self._validate = _validator(era) if strict else None
         self._ids = itertools.count(1)
         self._entered = False
+        self._renewing: anyio.Lock | None = None  # made on the first session renewal, inside the event loop
 
     @classmethod
     def stdio(cls, command: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
@@ -247,11 +253,11 @@ class Client:
 
     def _capabilities(self) -> dict[str, Any]:
         declared: dict[str, Any] = {}
-        if self.elicit is not None:
+        if self.elicit is not None or self.on_request is not None:
             declared["elicitation"] = {"form": {}, "url": {}}
-        if self.sample is not None:
+        if self.sample is not None or self.on_request is not None:
             declared["sampling"] = {}
-        if self.roots is not None:
+        if self.roots is not None or self.on_request is not None:
             declared["roots"] = {} if not self.legacy else {"listChanged": False}
         return declared
 
@@ -272,6 +278,22 @@ class Client:
         if self._entered:
             self._entered = False
             await self._channel.close()
+
+    async def fall_back(self, era: str = LEGACY_VERSIONS[0]) -> dict[str, Any]:
+        """Open a 2025-era session (`initialize` at `era`) on a client made for the 2026-07-28 wire, whose
+        `server/discover` probe the server did not answer as a modern server would; requests go on that
+        session from then on. What `initialize` answered."""
+        if era not in LEGACY_VERSIONS:
+            raise ValueError(f"a 2025-era session is one of {', '.join(LEGACY_VERSIONS)}, not {era!r}")
+        self.era, self.legacy = era, True
+        self.capabilities = {**self._capabilities(), **({"extensions": self.capabilities["extensions"]}
+                                                        if "extensions" in self.capabilities else {})}
+        if self._validate is not None:
+            self._validate = _validator(era)
+        if hasattr(self._channel, "version"):
+            self._channel.version = era  # an HTTP channel's MCP-Protocol-Version header
+        await self._initialize()
+        return self.server_info
 
     async def _initialize(self) -> None:
         params = {"protocolVersion": self.era, "capabilities": self.capabilities, "clientInfo": self.client_info}
@@ -304,7 +326,9 @@ class Client:
                 return Outcome(result, heard)
             params["inputResponses"] = {name: (await self._answer_request(asked))["result"]
                                         for name, asked in (result.get("inputRequests") or {}).items()}
-            params["requestState"] = result.get("requestState")
+            params.pop("requestState", None)  # sent back only as the server gave it: never as null
+            if "requestState" in result:
+                params["requestState"] = result["requestState"]
         raise AssertionError(f"the server asked for input {MAX_ROUNDS} times in a row for one {method}")
 
     async def send(self, method: str, params: Mapping[str, Any] | None = None, *, progress: bool = False,
@@ -320,8 +344,8 @@ class Client:
 
     async def wait_gone(self) -> None:
         """Return once the server is gone: a subprocess that exited or closed its stdout, an HTTP+SSE
-        stream that ended. A Streamable HTTP or in-memory server has no such moment: it waits until
-        cancelled."""
+        stream that ended, a Streamable HTTP server a request could not reach (or whose connection broke
+        during an answer). An in-memory server has no such moment: it waits until cancelled."""
         gone = getattr(self._channel, "gone", None)
         if gone is None:
             await anyio.sleep_forever()
@@ -363,24 +387,43 @@ class Client:
             except Exception as violation:  # raised after the call: raised in a tool's await, the tool would catch it
                 broken.append(violation)
             if "id" in received and "method" in received:  # a 2025-era server-to-client request
-                return await self._answer_request(received)
+                try:
+                    return await self._answer_request(received)
+                except McpError as error:  # the answer is an error of its own (`on_request` relaying one)
+                    return {"jsonrpc": "2.0", "id": received.get("id"), "error": error.to_dict()}
             heard.append(received)
             await self._heard(received)
             if listener is not None:
                 await run_callback(listener, received)
             return None
 
-        response = await self._channel.exchange(message, hear, self.legacy)
+        try:
+            response = await self._channel.exchange(message, hear, self.legacy)
+        except SessionExpired as expired:  # a new session, and the request again, once
+            await self._renew(expired.session_id)
+            response = await self._channel.exchange(message, hear, self.legacy)
         if broken:
             raise broken[0]
         if response is not None:
             self._checked(response, method)
         return response
 
+    async def _renew(self, expired: str) -> None:
+        """A new 2025-era session over Streamable HTTP in place of the one the server answered 404 for
+        (as the specification says); requests that hear of the same 404 at once open one session."""
+        if self._renewing is None:
+            self._renewing = anyio.Lock()
+        async with self._renewing:
+            if self._channel.session_id == expired:
+                self._channel.session_id = None
+                await self._initialize()
+
     async def _answer_request(self, asked: dict[str, Any]) -> dict[str, Any]:
         """The response to what the server asked (a server-to-client request, or an input request)."""
         method, params = asked.get("method"), asked.get("params") or {}
-        if method == "elicitation/create" and self.elicit is not None:
+        if method != "ping" and self.on_request is not None:
+            result = await run_callback(self.on_request, asked)
+        elif method == "elicitation/create" and self.elicit is not None:
             result = await run_callback(self.elicit, params)
         elif method == "sampling/createMessage" and self.sample is not None:
             result = await run_callback(self.sample, params)
@@ -396,6 +439,8 @@ class Client:
         """A server-to-client request that came on a shared stream: its response, an error if none can be given."""
         try:
             return await self._answer_request(self._checked(asked))
+        except McpError as error:  # the answer is an error of its own (`on_request` relaying one)
+            return {"jsonrpc": "2.0", "id": asked.get("id"), "error": error.to_dict()}
         except Exception as error:
             code = -32601 if isinstance(error, AssertionError) else -32603
             return {"jsonrpc": "2.0", "id": asked.get("id"), "error": {"code": code, "message": str(error)}}

@@ -10,11 +10,13 @@ calls forward the request upstream and return its result as it is (content, stru
 isError; a JSON-RPC error keeps its code and message). Many calls share the one client (its ids
 multiplex them); each call's progress and log notifications go to the calling client through its
 `Context`; a caller that cancels or disconnects cancels its forwarded call (the client sends
-`notifications/cancelled`). A call is bounded by `timeout`; an upstream that exits fails the calls
-in flight with a clear error and is started again after a back-off.
+`notifications/cancelled`). A call is bounded by `timeout`; an upstream that exits (or a remote one
+out of reach) fails the calls in flight with a clear error and is opened again after a back-off.
 
 Era translation: the upstream is asked on the 2026-07-28 wire, whichever era the calling client
-speaks (mcpcore answers 2025-era clients' `initialize` and keeps their sessions). An upstream
+speaks (mcpcore answers 2025-era clients' `initialize` and keeps their sessions), unless it refuses
+the `server/discover` probe: then on a 2025-era session (`mcpcore._gateway.eras`), each call held
+open upstream while its questions are asked of the caller as below. An upstream
 `input_required` result is raised as this server's own `InputRequired`, carrying the upstream's
 input requests as they are and its `requestState` as the sealed state: a 2026 client gets it as
 mcpcore's own multi round-trip request, a 2025-era client as real `elicitation/create`,
@@ -26,70 +28,33 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
-from dataclasses import dataclass
-from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
 import anyio
 
-from ._app.context import LOG_LEVELS, Context
+from ._app.context import Context
 from ._app.prompts import Prompt
 from ._app.resources import Resource, ResourceTemplate
 from ._app.tools import Tool
 from ._serving.server import Server
-from ._wire.inputs import ElicitAnswer, InputRequired, Root, SampleAnswer
+from ._gateway.eras import DEFAULT_HOLD, RELAYED_CAPABILITIES, HeldCalls, UpstreamInput, relay, settle_era, wire_answer
+from ._wire.inputs import InputRequired
 from ._wire.jsonrpc import INTERNAL_ERROR, META_CAPABILITIES, META_LOG_LEVEL, METHOD_NOT_FOUND, McpError
 from .client import Client
 
-__all__ = ["Gateway", "DEFAULT_TIMEOUT", "RESTART_DELAYS"]
+__all__ = ["Gateway", "DEFAULT_TIMEOUT", "DEFAULT_HOLD", "RESTART_DELAYS"]
 
 log = logging.getLogger("mcpcore.gateway")
 
 DEFAULT_TIMEOUT = 60.0  # seconds one forwarded request may take (an elicitation round is the client's, not counted)
 RESTART_DELAYS = (0.5, 1.0, 2.0, 5.0, 10.0)  # seconds before each restart of an upstream that keeps exiting
 _RESULT_ENVELOPE = ("resultType", "_meta")  # what the gateway's own wire adds to a result again
-_KINDS = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
 
 
 class UpstreamDidNotStart(RuntimeError):
     """The upstream could not be started (or its lists not read) at the gateway's start-up."""
-
-
-@dataclass(frozen=True)
-class UpstreamInput:
-    """One input request of an upstream `input_required` result, passed on as the upstream wrote it."""
-
-    request: dict[str, Any]
-
-    @property
-    def kind(self) -> str:
-        method = self.request.get("method")
-        if method not in _KINDS:
-            raise McpError(INTERNAL_ERROR, f"the upstream server asked for input by {method!r}, which is not an input request")
-        return _KINDS[method]
-
-    def required_capability(self, declared: Mapping[str, Any]) -> dict[str, Any] | None:
-        if self.kind != "elicitation":
-            return None if isinstance(declared.get(self.kind), dict) else {self.kind: {}}
-        mode = (self.request.get("params") or {}).get("mode", "form")
-        modes = declared.get("elicitation")
-        if isinstance(modes, dict) and (mode in modes or (mode == "form" and not ({"form", "url"} & modes.keys()))):
-            return None
-        return {"elicitation": {mode: {}}}
-
-    def to_request(self) -> dict[str, Any]:
-        return self.request
-
-
-def _wire_answer(answer: Any) -> dict[str, Any]:
-    """A validated answer (`ctx.answers`) as the result object the upstream asked for."""
-    if isinstance(answer, ElicitAnswer):
-        return {"action": answer.action, "content": answer.content} if answer.content else {"action": answer.action}
-    if isinstance(answer, SampleAnswer):
-        sampled = {"role": answer.role, "content": answer.content, "model": answer.model}
-        return sampled if answer.stop_reason is None else {**sampled, "stopReason": answer.stop_reason}
-    roots: list[Root] = answer
-    return {"roots": [{"uri": root.uri} if root.name is None else {"uri": root.uri, "name": root.name} for root in roots]}
 
 
 async def _listed(listing: Callable[[], Awaitable[list[dict[str, Any]]]]) -> list[dict[str, Any]]:
@@ -114,17 +79,21 @@ def _bare(result: dict[str, Any]) -> dict[str, Any]:
 class Gateway:
     """An upstream MCP server served by `self.server` (an mcpcore `Server` named `name`).
 
-    `connect` makes a fresh, unopened `Client` for the upstream (called again for each restart);
-    `timeout` bounds each forwarded request; `restart_delays` are the back-off between restarts
-    (the last one repeats). Other keyword arguments go to `Server` (auth, metrics, middleware, ...).
+    `connect` makes a fresh, unopened `Client` for the upstream (called again for each restart), or a coroutine
+    that gives one (which may ask the upstream first; its failure counts as the upstream's);
+    `timeout` bounds each forwarded request; `hold` how long a call a 2025-era upstream holds open
+    waits for its client's answer; `restart_delays` are the back-off between restarts (the last one
+    repeats). Other keyword arguments go to `Server` (auth, metrics, middleware, ...).
     """
 
-    def __init__(self, connect: Callable[[], Client], *, name: str = "mcpcore-gateway", timeout: float = DEFAULT_TIMEOUT,
-                 restart_delays: Sequence[float] = RESTART_DELAYS, **server_options: Any) -> None:
+    def __init__(self, connect: Callable[[], Client | Awaitable[Client]], *, name: str = "mcpcore-gateway",
+                 timeout: float = DEFAULT_TIMEOUT, hold: float = DEFAULT_HOLD, restart_delays: Sequence[float] = RESTART_DELAYS,
+                 **server_options: Any) -> None:
         if timeout <= 0:
             raise ValueError("the upstream timeout must be a positive number of seconds")
         self.connect = connect
         self.timeout = timeout
+        self.held = HeldCalls(timeout, hold)  # calls on a 2025-era upstream's session
         self.restart_delays = tuple(restart_delays) or RESTART_DELAYS
         self.server = Server(name, lifespan=self._lifespan, **server_options)
         self.server.offers_resources = True  # the upstream's resources come at start, and may come back after a restart
@@ -153,10 +122,15 @@ class Gateway:
         start must succeed: a gateway whose upstream cannot start at all refuses to serve."""
         failures = 0
         while True:
-            client = self.connect()
-            if client.on_notification is None:
-                client.on_notification = _unowned
             try:
+                client = self.connect()
+                if inspect.isawaitable(client):  # a remote upstream: which transport it serves is asked first
+                    client = await client
+                if client.on_notification is None:
+                    client.on_notification = _unowned
+                if client.on_request is None:  # a 2025-era upstream's requests, asked of the calling client
+                    client.on_request = self.held.asked
+                    client.capabilities.update(RELAYED_CAPABILITIES)
                 async with client:
                     await self._mirror(client)
                     self.client, failures = client, 0
@@ -166,7 +140,7 @@ class Gateway:
                         started.set_result(None)
                     await client.wait_gone()
                     self.client, self._up = None, anyio.Event()  # before closing it: new calls wait for the next one
-                    log.warning("the upstream server exited; starting it again")
+                    log.warning("the upstream server is gone; opening it again")
             except Exception as error:  # it could not start, or its lists could not be read
                 if not started.done():
                     started.set_exception(UpstreamDidNotStart(f"the upstream server did not start: {error}"))
@@ -180,7 +154,9 @@ class Gateway:
 
     async def _mirror(self, client: Client) -> None:
         """Register what the upstream offers (the lists it answers) in place of what was registered before."""
-        discovered = client.server_info if client.legacy else await client.discover()
+        discovered = await settle_era(client, self.timeout)
+        if discovered.get("instructions") and not self.server.instructions:
+            self.server.instructions = discovered["instructions"]
         offered = discovered.get("capabilities") or {}
         tools = await _listed(client.list_tools) if "tools" in offered else []
         resources = await _listed(client.list_resources) if "resources" in offered else []
@@ -215,7 +191,7 @@ class Gateway:
         with anyio.move_on_after(self.timeout):
             await self._up.wait()
         if self.client is None:
-            raise McpError(INTERNAL_ERROR, f"the upstream server is not running (not back within {self.timeout:g} s)")
+            raise McpError(INTERNAL_ERROR, f"the upstream server is not available (not back within {self.timeout:g} s)")
         return self.client
 
     # -- forwarding -----------------------------------------------------------
@@ -225,33 +201,34 @@ class Gateway:
         Its progress and logs go to the caller as they come; a timeout or an upstream that exits is a
         clear JSON-RPC error, an upstream error is raised as it came."""
         client = await self._client()
-        meta = {META_CAPABILITIES: context.client_capabilities}  # the upstream asks only what the caller can answer
-        if (level := context.meta.get(META_LOG_LEVEL)) is not None:
-            meta[META_LOG_LEVEL] = level
-        params = {**params, "_meta": meta}
+        if not client.legacy:  # a 2025-era session has these once, from initialize (the gateway's own)
+            meta = {META_CAPABILITIES: context.client_capabilities}  # the upstream asks only what the caller can answer
+            if (level := context.meta.get(META_LOG_LEVEL)) is not None:
+                meta[META_LOG_LEVEL] = level
+            params = {**params, "_meta": meta}
 
-        async def relay(notification: dict[str, Any]) -> None:
-            relayed = notification.get("params") or {}
-            if notification.get("method") == "notifications/progress" and "progress" in relayed:
-                await context.progress(relayed["progress"], relayed.get("total"), relayed.get("message"))
-            elif notification.get("method") == "notifications/message" and relayed.get("level") in LOG_LEVELS:
-                await context.log(relayed["level"], relayed.get("data"), relayed.get("logger"))
+        async def heard(notification: dict[str, Any]) -> None:
+            await relay(context, notification)
 
         try:
             # `fail_after`'s work without its wrappers (a context manager generator, backend look-ups): one per call
             with anyio.CancelScope(deadline=anyio.current_time() + self.timeout):
-                return await client.send(method, params, progress="progressToken" in context.meta, on_notification=relay)
+                return await client.send(method, params, progress="progressToken" in context.meta, on_notification=heard)
         except ConnectionError as gone:
             raise McpError(INTERNAL_ERROR, f"the upstream server went away during {method} ({gone}); "
-                                           "it is being started again") from None
+                                           "the gateway is opening it again") from None
         raise McpError(INTERNAL_ERROR, f"the upstream server did not answer {method} within {self.timeout:g} s")
 
     async def forward_asking(self, method: str, params: dict[str, Any], context: Context) -> dict[str, Any]:
         """`forward`, with the upstream's questions asked of the caller: an `input_required` result is
         raised as `InputRequired` (its requests as they are, its requestState as the sealed state), and
-        the retry (`context.state` set) carries the answers and that requestState back upstream."""
+        the retry (`context.state` set) carries the answers and that requestState back upstream. On a 2025-era
+        upstream's session the call is held open across the rounds instead (`mcpcore._gateway.eras.HeldCalls`)."""
+        client = await self._client()
+        if client.legacy:
+            return _bare(await self.held.forward(client, method, params, context))
         if context.state is not None:
-            params = {**params, "inputResponses": {name: _wire_answer(answer) for name, answer in context.answers.items()}}
+            params = {**params, "inputResponses": {name: wire_answer(answer) for name, answer in context.answers.items()}}
             if context.state.get("requestState") is not None:
                 params["requestState"] = context.state["requestState"]
         result = await self.forward(method, params, context)

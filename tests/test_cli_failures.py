@@ -116,7 +116,9 @@ def test_a_missing_import_and_a_syntax_error_name_their_line(tmp_path: Path) -> 
 
 SLOW = """\
     import os
+    import signal
     import sys
+    import threading
     import time
 
     import anyio
@@ -140,24 +142,41 @@ SLOW = """\
         return "done"
 
 
+    @server.tool
+    def aimed() -> str:  # the kernel may hand a process's SIGINT to any thread: here, the worker's own
+        print("aiming", file=sys.stderr, flush=True)
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+        time.sleep(600)
+        return "done"
+
+
     if os.environ.get("SLOW_IMPORT"):
         print("importing", file=sys.stderr, flush=True)
         time.sleep(600)
 """
 
 
-async def _interrupted(command: list[str], marker: str, env: dict[str, str] | None = None) -> tuple[int, str]:
-    """Run `command` until `marker` shows on stderr, send SIGINT, and return its exit status and stderr.
-    A child still running after 30 s is sent SIGABRT, so the failure shows where each of its threads was."""
+async def _interrupted(command: list[str], marker: str, env: dict[str, str] | None = None,
+                       send: bool = True) -> tuple[int, str]:
+    """Run `command` until `marker` shows on stderr, send SIGINT (unless it sends its own), and return its
+    exit status and stderr. A child still running after 30 s is sent SIGABRT, so the failure shows where
+    each of its threads was."""
     env = {**os.environ, "PYTHONFAULTHANDLER": "1", **(env or {})}
-    process = await anyio.open_process(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL)
+    # A test run started in the background by a shell ignores SIGINT, and its children would inherit that:
+    # they start with it handled here, so they get the default disposition a terminal's program has.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        process = await anyio.open_process(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     seen = b""
     try:
         assert process.stderr is not None
         with anyio.move_on_after(30) as waited:
             while marker.encode() not in seen:
                 seen += await process.stderr.receive()
-            process.send_signal(signal.SIGINT)
+            if send:
+                process.send_signal(signal.SIGINT)
             async for chunk in process.stderr:
                 seen += chunk
         if waited.cancelled_caught:
@@ -181,6 +200,17 @@ async def _interrupted(command: list[str], marker: str, env: dict[str, str] | No
 async def test_ctrl_c_during_call_is_one_short_line(tmp_path: Path, tool: str, marker: str) -> None:
     target = write(tmp_path / "slow.py", SLOW)
     status, said = await _interrupted([*MCPCORE, "call", target, tool], marker)
+    assert status == 130 and "Traceback" not in said
+    assert said.splitlines()[-1] == "mcpcore: interrupted"
+
+
+@pytest.mark.anyio
+@pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="aims a signal at one thread")
+async def test_ctrl_c_handed_to_a_worker_thread_still_stops_the_call(tmp_path: Path) -> None:
+    """The loop's own signal handler is woken whichever thread the kernel picks; one run only by the
+    main thread between bytecodes would leave the call waiting for the tool (600 s)."""
+    target = write(tmp_path / "slow.py", SLOW)
+    status, said = await _interrupted([*MCPCORE, "call", target, "aimed"], "aiming\n", send=False)
     assert status == 130 and "Traceback" not in said
     assert said.splitlines()[-1] == "mcpcore: interrupted"
 

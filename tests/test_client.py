@@ -4,6 +4,7 @@ question answered while other calls go on."""
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any
 
@@ -244,3 +245,35 @@ async def test_http_requests_one_after_another_share_a_keep_alive_connection(era
             assert len(at_once - {"x"}) >= 2  # calls at once take connections of their own
             await anyio.sleep(0.5)  # past the server's keep-alive timeout: it closes the idle connections
             assert (await client.call_tool("echo", {"text": "again"})).text == "again"  # sent on a new one
+
+
+STATELESS_ASKER = r'''
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    params = message.get("params", {})
+    if "inputResponses" not in params:  # ask, giving no requestState (the spec makes it optional)
+        result = {"resultType": "input_required",
+                  "inputRequests": {"q": {"method": "elicitation/create", "params": {"message": "name?",
+                                    "requestedSchema": {"type": "object", "properties": {"n": {"type": "string"}}}}}}}
+    else:  # the retry: report the params as received
+        result = {"content": [{"type": "text", "text": json.dumps(params, sort_keys=True)}]}
+    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+'''
+
+
+async def test_a_retry_carries_no_request_state_when_the_server_gave_none(tmp_path: Any) -> None:
+    script = tmp_path / "asker.py"
+    script.write_text(STATELESS_ASKER)
+
+    async def answer(params: dict[str, Any]) -> dict[str, Any]:
+        return {"action": "accept", "content": {"n": "Ada"}}
+
+    with anyio.fail_after(20):
+        async with Client.stdio([sys.executable, str(script)], elicit=answer) as client:
+            sent = (await client.request("tools/call", {"name": "x", "arguments": {}})).result
+    retried = json.loads(sent["content"][0]["text"])
+    assert retried["inputResponses"] == {"q": {"action": "accept", "content": {"n": "Ada"}}}
+    assert "requestState" not in retried

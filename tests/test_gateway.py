@@ -265,8 +265,8 @@ def test_proxy_needs_the_upstreams_command() -> None:
     result = subprocess.run([sys.executable, "-m", "mcpcore", "proxy", "--transport", "http"], capture_output=True,
                             text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert result.returncode == 1
-    assert result.stderr.strip() == ("mcpcore: proxy needs the upstream server's command after --, "
-                                     "e.g. mcpcore proxy -- python server.py")
+    assert result.stderr.strip() == ("mcpcore: proxy needs an upstream: its URL (mcpcore proxy http://127.0.0.1:8000/mcp) "
+                                     "or its command after -- (mcpcore proxy -- python server.py)")
 
 
 def test_an_upstream_that_cannot_start_stops_the_proxy_saying_why(tmp_path: Path) -> None:

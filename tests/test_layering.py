@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("serving", ("mcpcore._serving.*",)),
     ("package", ("mcpcore",)),
     ("transports", ("mcpcore.transports.*",)),
-    ("faces", ("mcpcore.asgi", "mcpcore.client", "mcpcore.gateway", "mcpcore.testing", "mcpcore.pytest_plugin", "mcpcore.oauth", "mcpcore.skills",
+    ("faces", ("mcpcore._gateway.*", "mcpcore.asgi", "mcpcore.client", "mcpcore.gateway", "mcpcore.testing", "mcpcore.pytest_plugin", "mcpcore.oauth", "mcpcore.skills",
                "mcpcore.redisstate", "mcpcore.tracing")),
     ("command line", ("mcpcore._cli.*", "mcpcore.__main__")),
 )

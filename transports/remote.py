@@ -23,7 +23,15 @@ server's cue to cancel). The POST carries the headers a conforming client
 sends: `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, and the `Mcp-Param-*`
 mirrors of a tool's `x-mcp-header` arguments (learned from `tools/list`); a
 2025-era session adds `Mcp-Session-Id`, and a server-to-client request in a
-response stream is answered with a POST of its own.
+response stream is answered with a POST of its own. A 404 to a request that named
+a session is `SessionExpired` (the client opens a new session and retries once).
+A server that cannot be reached, or whose connection breaks in the middle of an
+answer, is a `ConnectionError` that also sets `gone`: no stream's end would say
+so (a gateway reconnects once it is set).
+
+`transport_at(url)` is the specification's backwards-compatibility probe: a URL
+that answers a POST with 404 or 405 serves the HTTP+SSE transport, not
+Streamable HTTP.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ import h11
 import orjson
 
 from mcpcore import tasks
+from mcpcore._wire.jsonrpc import LATEST_VERSION, META_CAPABILITIES, META_VERSION, SessionExpired
 from mcpcore._wire.protocol import NAME_FIELDS
 from mcpcore._wire.toolheaders import HeaderParam, header_params
 
@@ -52,6 +61,7 @@ Answer = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]  # a server-to-cl
 Unowned = Callable[[dict[str, Any]], Awaitable[None]]  # a notification no request in flight owns
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 IDLE_CONNECTIONS = 16  # keep-alive connections an HTTP channel keeps for its next requests
+NOT_STREAMABLE_HTTP = (404, 405)  # answers to a POST that mean the URL serves HTTP+SSE (the spec's examples)
 
 
 class _Waiting:
@@ -332,6 +342,7 @@ class HttpChannel:
         self.session_id: str | None = None
         self.tools: dict[str, tuple[HeaderParam, ...]] = {}
         self._idle: list[tuple[Any, h11.Connection]] = []  # keep-alive connections no request uses now
+        self._gone: anyio.Event | None = None  # made in `open`, inside the event loop
 
     def learn(self, tools: Sequence[dict[str, Any]]) -> None:
         for tool in tools:
@@ -341,7 +352,19 @@ class HttpChannel:
                 self.tools[tool["name"]] = ()
 
     async def open(self, answer: Answer | None = None, unowned: Unowned | None = None) -> None:
-        pass  # a connection per message; a server request comes in the response stream of the request it serves
+        # A connection per message; a server request comes in the response stream of the request it serves.
+        self._gone = anyio.Event()
+
+    @property
+    def gone(self) -> anyio.Event | None:
+        """Set once a request could not reach the server, or its connection broke during an answer."""
+        return self._gone
+
+    def _lost(self, error: str) -> ConnectionError:
+        """The server is out of reach: `gone` is set, and the error to raise says why."""
+        if self._gone is not None:
+            self._gone.set()
+        return ConnectionError(error)
 
     async def close(self) -> None:
         try:
@@ -385,6 +408,8 @@ class HttpChannel:
             if reply is not None:
                 async for _ in self._send("POST", orjson.dumps(reply), self._headers(reply)):
                     pass
+        if response is None:
+            raise ConnectionError(f"{self.authority} ended its answer to {message['method']} without a response")
         return response
 
     async def notify(self, message: dict[str, Any]) -> None:
@@ -402,22 +427,22 @@ class HttpChannel:
         body). An answer of 400 or more with neither is a `ConnectionError`. The connection goes back to the
         idle ones (at most `IDLE_CONNECTIONS`) when its answer was read to the end and both sides may go on;
         a request cancelled or left half-read closes it."""
-        fields = [("host", self.authority), *headers.items(), *self.extra.items()]
-        if body:
-            fields.append(("content-length", str(len(body))))
-        elif method == "DELETE" and self.session_id is not None:
-            fields.append(("mcp-session-id", self.session_id))
-        request = h11.Request(method=method, target=target, headers=fields)
-        stream, connection, head = await self._start(request, body)
+        stream, connection, head = await self._start(self._request(method, target, body, headers), body)
         kept = False
         try:
+            if head.status_code == 404 and method == "POST" and "mcp-session-id" in headers:
+                raise SessionExpired(headers["mcp-session-id"])
             answer = {k.decode().lower(): v.decode() for k, v in head.headers}
             if "mcp-session-id" in answer:
                 self.session_id = answer["mcp-session-id"]
             streaming = answer.get("content-type", "").startswith("text/event-stream")
             buffer = b""
             while True:
-                event = await _next_event(stream, connection)
+                try:
+                    event = await _next_event(stream, connection)
+                except (h11.RemoteProtocolError, anyio.BrokenResourceError, OSError) as error:
+                    raise self._lost(f"the connection to {self.authority} broke during the answer to {method}: "
+                                     f"{error}") from None
                 if isinstance(event, h11.Data):
                     buffer += event.data
                     if streaming:
@@ -446,6 +471,22 @@ class HttpChannel:
                 with anyio.CancelScope(shield=True):
                     await stream.aclose()
 
+    def _request(self, method: str, target: str, body: bytes, headers: dict[str, str]) -> h11.Request:
+        fields = [("host", self.authority), *headers.items(), *self.extra.items()]
+        if body:
+            fields.append(("content-length", str(len(body))))
+        elif method == "DELETE" and self.session_id is not None:
+            fields.append(("mcp-session-id", self.session_id))
+        return h11.Request(method=method, target=target, headers=fields)
+
+    async def status_of(self, message: dict[str, Any]) -> int:
+        """The HTTP status a POST of `message` is answered with (the answer itself is not read)."""
+        body = orjson.dumps(message)
+        stream, _, head = await self._start(self._request("POST", self.target, body, self._headers(message)), body)
+        with anyio.CancelScope(shield=True):
+            await stream.aclose()
+        return head.status_code
+
     async def _start(self, request: h11.Request, body: bytes) -> tuple[Any, h11.Connection, h11.Response]:
         """Send `request` on an idle connection, or a new one, and read its answer's head. An idle connection the
         server closed meanwhile (nothing of an answer came) is dropped and the request sent on a new one."""
@@ -457,7 +498,7 @@ class HttpChannel:
                 try:
                     stream = await anyio.connect_tcp(self.host, self.port, tls=self.tls)
                 except OSError as error:
-                    raise ConnectionError(f"cannot reach {self.authority}: {error}") from None
+                    raise self._lost(f"cannot reach {self.authority}: {error}") from None
                 connection = h11.Connection(h11.CLIENT)
             try:
                 data = connection.send(request)
@@ -474,6 +515,8 @@ class HttpChannel:
                     continue
                 if isinstance(error, h11.RemoteProtocolError):
                     raise ConnectionError(f"{self.authority} broke HTTP: {error}") from None
+                if isinstance(error, (anyio.BrokenResourceError, anyio.EndOfStream, OSError)):
+                    raise self._lost(f"the connection to {self.authority} broke before an answer: {error}") from None
                 raise
             if isinstance(head, h11.Response):
                 return stream, connection, head
@@ -493,6 +536,13 @@ async def _next_event(stream: Any, connection: h11.Connection) -> Any:
             connection.receive_data(await stream.receive())
         except (anyio.EndOfStream, anyio.BrokenResourceError):
             connection.receive_data(b"")
+
+
+def _refusal(body: bytes) -> str:
+    """What a JSON answer in place of a stream says: its JSON-RPC error's message, or the start of the body."""
+    with contextlib.suppress(orjson.JSONDecodeError, KeyError, TypeError):
+        return str(orjson.loads(body)["error"]["message"])
+    return repr(body[:200])
 
 
 class SseChannel(HttpChannel):
@@ -536,6 +586,9 @@ class SseChannel(HttpChannel):
                     opened.set()
                 elif name == "message" and self.endpoint:
                     await self._mux.route_bytes(data, "an event")
+                elif name == "json":  # a refusal (401, 404, ...) with a JSON-RPC error instead of a stream
+                    error = ConnectionError(f"the server refused the HTTP+SSE stream: {_refusal(data)}")
+                    break
         except ConnectionError as refused:
             error = refused
         if not self.endpoint:
@@ -557,3 +610,13 @@ class SseChannel(HttpChannel):
 
     async def notify(self, message: dict[str, Any]) -> None:
         await self._post(message)
+
+
+async def transport_at(url: str, headers: Mapping[str, str] | None = None) -> str:
+    """"sse" when `url` answers a Streamable HTTP POST with 404 or 405, as a server of the HTTP+SSE transport does
+    (the specification's backwards-compatibility rule: a GET there opens its stream); else "http". A server out of
+    reach raises `ConnectionError`."""
+    channel = HttpChannel(url, headers, LATEST_VERSION)
+    discover = {"jsonrpc": "2.0", "id": 0, "method": "server/discover",
+                "params": {"_meta": {META_VERSION: LATEST_VERSION, META_CAPABILITIES: {}}}}
+    return "sse" if await channel.status_of(discover) in NOT_STREAMABLE_HTTP else "http"

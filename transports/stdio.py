@@ -18,6 +18,7 @@ import logging
 import os
 import select
 import selectors
+import signal
 import socket
 import stat
 import sys
@@ -129,8 +130,22 @@ def bridge(fd: int, reading: bool) -> tuple[socket.socket, threading.Thread]:
     ours, theirs = socket.socketpair()
     copy, args = (_copy_in, (fd, theirs)) if reading else (_copy_out, (theirs, os.dup(fd)))
     thread = threading.Thread(target=copy, args=args, daemon=True, name="mcpcore-stdio-bridge")
-    thread.start()
+    _start_without_signals(thread)
     return ours, thread
+
+
+def _start_without_signals(thread: threading.Thread) -> None:
+    """Start `thread` with SIGINT and SIGTERM blocked in it (a thread inherits the mask it starts with), so
+    the kernel hands them to the loop's thread: `signal.signal`'s handler (the portable path's) runs only
+    there, and a signal left with a thread blocked reading would wait for its next byte."""
+    if not hasattr(signal, "pthread_sigmask"):  # Windows: no signal masks, and no such hand-off
+        thread.start()
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT, signal.SIGTERM))
+    try:
+        thread.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 class _Output(WriteFlow):

@@ -8,8 +8,9 @@ on the terminal. Exit status: 0, or 1 when the answer is an error.
 
 from __future__ import annotations
 
-import asyncio
+import signal
 import sys
+from contextlib import ExitStack
 from typing import Any, Callable, Sequence
 
 import anyio
@@ -18,6 +19,7 @@ import orjson
 from .._serving.server import Server
 from .._wire.jsonrpc import McpError
 from ..testing import Client
+from .runner import signal_receiver
 
 __all__ = ["call", "inspect", "prompt", "read"]
 
@@ -46,14 +48,42 @@ def _pretty(value: Any) -> str:
 
 
 def _run(work: Callable[[], Any]) -> int:
-    try:
-        return anyio.run(work)
-    except asyncio.CancelledError:  # Python 3.10: a Ctrl-C cancels the main task, and only the cancellation comes out
-        raise KeyboardInterrupt from None
-    except McpError as error:
+    """`work` in an event loop; a Ctrl-C cancels it and comes out as `KeyboardInterrupt`, and what `work`
+    raises comes out as itself (not inside the task group's exception group)."""
+    interrupted = False
+    ended: list[Any] = []  # what `work` returned, or the exception it raised
+
+    async def until_interrupted() -> None:
+        async with anyio.create_task_group() as tasks:
+
+            async def watch() -> None:
+                nonlocal interrupted
+                with ExitStack() as stack:
+                    async for _ in signal_receiver(stack, (signal.SIGINT,)):
+                        interrupted = True
+                        tasks.cancel_scope.cancel()
+
+            async def run() -> None:
+                try:
+                    ended.append(await work())
+                except Exception as error:
+                    ended.append(error)
+                tasks.cancel_scope.cancel()
+
+            tasks.start_soon(watch)
+            tasks.start_soon(run)
+
+    anyio.run(until_interrupted)
+    if interrupted:
+        raise KeyboardInterrupt
+    if isinstance(ended[0], McpError):
+        error = ended[0]
         data = f" {orjson.dumps(error.data).decode()}" if error.data is not None else ""
         print(f"mcpcore: error {error.code}: {error.message}{data}", file=sys.stderr)
         return 1
+    if isinstance(ended[0], Exception):
+        raise ended[0]
+    return ended[0]  # type: ignore[no-any-return]
 
 
 def inspect(server: Server, as_json: bool = False) -> int:

@@ -18,6 +18,7 @@ import traceback
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, NoReturn, Sequence
+from urllib.parse import urlsplit
 
 from .. import __version__
 from .._runtime import defaults as d
@@ -26,7 +27,8 @@ from .._serving.server import Server
 from ..logs import DEFAULT_LEVEL, FORMATS, LEVELS
 from .clientconfig import CLIENTS
 from .failures import cannot_listen, in_user_code
-from ..gateway import DEFAULT_TIMEOUT
+from ..gateway import DEFAULT_HOLD, DEFAULT_TIMEOUT
+from .proxy import HEADERS_VARIABLE, TRANSPORTS as UPSTREAM_TRANSPORTS, RemoteUpstream, is_url, upstream_headers
 from .runner import TRANSPORTS, run, run_workers, shape
 
 DEFAULT_ATTRIBUTES = ("server", "mcp", "app")
@@ -166,11 +168,21 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                                         "[tool.mcpcore] in pyproject.toml (see docs/running.md).")
     runner.add_argument("target", nargs="?", help="path/to/file.py[:attr] or package.module[:attr]")
     _serving_options(runner)
-    proxy = commands.add_parser("proxy", help="serve a stdio MCP server's tools, resources and prompts as mcpcore's own: "
-                                "mcpcore proxy [options] -- CMD ARGS...", allow_abbrev=False,
-                                epilog="Options as for run (settings included); see docs/gateway.md.")
+    proxy = commands.add_parser("proxy", help="serve another MCP server's tools, resources and prompts as mcpcore's own: "
+                                "mcpcore proxy [options] -- CMD ARGS... (a stdio server) or mcpcore proxy [options] URL",
+                                allow_abbrev=False, epilog="Options as for run (settings included); see docs/gateway.md.")
+    proxy.add_argument("url", nargs="?", metavar="URL", help="a remote server's Streamable HTTP (or HTTP+SSE) URL")
     proxy.add_argument("--upstream-timeout", type=float, default=DEFAULT_TIMEOUT,
                        help=f"seconds a request forwarded to the upstream may take ({DEFAULT_TIMEOUT:g})")
+    proxy.add_argument("--upstream-transport", choices=UPSTREAM_TRANSPORTS, default="auto",
+                       help="how URL is reached: auto (Streamable HTTP, or HTTP+SSE where a POST gets 404 or 405), "
+                            "streamable-http or sse")
+    proxy.add_argument("--upstream-header", action="append", default=[], metavar="'NAME: VALUE'",
+                       help=f"a header sent with every request to URL (repeatable; also {HEADERS_VARIABLE}, "
+                            "one per line, which keeps a secret out of the command line)")
+    proxy.add_argument("--upstream-hold", type=float, default=DEFAULT_HOLD,
+                       help="seconds a 2025-era upstream's call that asked for input waits for the client's retry "
+                            f"({DEFAULT_HOLD:g})")
     _serving_options(proxy)
     inspect = commands.add_parser("inspect", help="list a server's tools (with schemas), resources and prompts")
     inspect.add_argument("target", help="path/to/file.py[:attr] or package.module[:attr]")
@@ -300,8 +312,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         argv, upstream = argv[:cut], argv[cut + 1:]
     args = parser.parse_args(argv)
     if args.command == "proxy":
-        if not upstream:
-            sys.exit("mcpcore: proxy needs the upstream server's command after --, e.g. mcpcore proxy -- python server.py")
+        _check_upstream(args, upstream)
         args.upstream, args.target = upstream, None
     if args.command in ("run", "proxy"):
         _settle(runner, args)
@@ -329,14 +340,33 @@ def _load(args: argparse.Namespace) -> Server:
         _fail(args, f"cannot load {args.target!r}: {in_user_code(error)}", error)
 
 
+def _check_upstream(args: argparse.Namespace, command: list[str]) -> None:
+    """Exactly one upstream: a URL, or a command after `--`; the URL's own options only with a URL."""
+    if args.url is not None and command:
+        sys.exit("mcpcore: proxy takes one upstream: a URL or a command after --, not both")
+    if args.url is None and not command:
+        sys.exit("mcpcore: proxy needs an upstream: its URL (mcpcore proxy http://127.0.0.1:8000/mcp) "
+                 "or its command after -- (mcpcore proxy -- python server.py)")
+    if args.url is not None and not is_url(args.url):
+        sys.exit(f"mcpcore: proxy takes an http:// or https:// URL, not {args.url!r} "
+                 f"(a command goes after --: mcpcore proxy -- {args.url})")
+    if command and (args.upstream_header or args.upstream_transport != "auto"):
+        sys.exit("mcpcore: --upstream-header and --upstream-transport need an upstream URL")
+
+
 def _gateway(args: argparse.Namespace) -> Server:
-    """`mcpcore proxy`: a server whose tools, resources and prompts are the stdio upstream's (mcpcore.gateway)."""
+    """`mcpcore proxy`: a server whose tools, resources and prompts are the upstream's (mcpcore.gateway): a stdio
+    server it starts, or a remote one (mcpcore/_cli/proxy.py)."""
     from ..client import Client
     from ..gateway import Gateway
 
     try:
-        return Gateway(lambda: Client.stdio(args.upstream), name=f"proxy:{os.path.basename(args.upstream[0])}",
-                       timeout=args.upstream_timeout).server
+        if args.url is not None:
+            connect: Any = RemoteUpstream(args.url, upstream_headers(args.upstream_header), args.upstream_transport)
+            name = f"proxy:{urlsplit(args.url).netloc}"
+        else:
+            connect, name = (lambda: Client.stdio(args.upstream)), f"proxy:{os.path.basename(args.upstream[0])}"
+        return Gateway(connect, name=name, timeout=args.upstream_timeout, hold=args.upstream_hold).server
     except ValueError as error:
         sys.exit(f"mcpcore: {error}")
 

@@ -69,18 +69,21 @@ class _HandledSignals:
         return self.received.popleft()
 
 
-def _signal_receiver(stack: ExitStack) -> AsyncIterator[int]:
-    """SIGINT and SIGTERM as they arrive: through the loop's signal handlers, or `signal.signal` where
-    the loop has none (Windows) or `MCPCORE_PORTABLE=1` says so."""
+def signal_receiver(stack: ExitStack, signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -> AsyncIterator[int]:
+    """`signals` as they arrive: through the loop's signal handlers, or `signal.signal` where the loop has
+    none (Windows) or `MCPCORE_PORTABLE=1` says so. The loop's handlers also wake it when the kernel hands
+    a signal to another thread (a worker asleep in a sync tool), which `anyio.run`'s own SIGINT handler,
+    run only by the main thread between bytecodes, would leave waiting."""
     if portable_forced():
         why = f"{PORTABLE_ENV}=1"
     else:
         try:
-            return stack.enter_context(anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM))
+            return stack.enter_context(anyio.open_signal_receiver(*signals))
         except NotImplementedError:
             why = "the event loop has no signal handlers"
-    log.debug("SIGINT and SIGTERM are caught by signal.signal (%s)", why)
-    return stack.enter_context(_HandledSignals(signal.SIGINT, signal.SIGTERM))
+    log.debug("%s %s caught by signal.signal (%s)", " and ".join(signal.Signals(s).name for s in signals),
+              "is" if len(signals) == 1 else "are", why)
+    return stack.enter_context(_HandledSignals(*signals))
 
 
 async def _stop_on_signals(stop: Callable[[], None], scope: anyio.CancelScope, calls: Any, grace_period: float) -> None:
@@ -88,7 +91,7 @@ async def _stop_on_signals(stop: Callable[[], None], scope: anyio.CancelScope, c
     `calls`: the transport's `CallRunner`, whose calls are the ones waited for."""
     with ExitStack() as stack:
         first = True
-        async for signum in _signal_receiver(stack):
+        async for signum in signal_receiver(stack):
             if first:
                 _say_stopping(len(calls.calls), grace_period, signum)
                 stop()

@@ -62,6 +62,15 @@ class ToolError(Exception):
     """
 
 
+class SessionExpired(ConnectionError):
+    """A 404 to a request naming a 2025-era session over Streamable HTTP: the server ended it (or never knew
+    it), and a client opens a new one (raised by `mcpcore.transports.remote`, caught by `mcpcore.client`)."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"the server no longer knows session {session_id}")
+        self.session_id = session_id
+
+
 class InvalidParams(McpError):
     """The request's parameters are wrong (-32602), e.g. `raise InvalidParams("unknown city", {"city": c})`."""
 

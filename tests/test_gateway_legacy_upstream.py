@@ -1,0 +1,238 @@
+"""`mcpcore proxy -- python tests/upstreams/python_legacy_server.py`: the official Python SDK's server in
+its handshake-only loop (it speaks only the 2025 era, and refuses `server/discover`) served over HTTP by
+mcpcore as a real subprocess, to `mcpcore.client` in the 2026-07-28 era (its questions come as
+`input_required`, the upstream call held open across the round) and in the 2025 era (real requests on
+the session), and to the official Python SDK client in both eras (mcpcore._gateway.eras, docs/gateway.md)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from conftest import ROOT
+from mcpcore._wire.jsonrpc import McpError
+from mcpcore.client import Client
+from test_gateway import ERAS, proxy
+
+pytestmark = pytest.mark.anyio
+pytest.importorskip("mcp", reason="the official SDK is in the test extra (pip install -e '.[test]')")
+
+UPSTREAM = [sys.executable, str(ROOT / "tests" / "upstreams" / "python_legacy_server.py")]
+
+
+def answer_name(params: dict[str, Any]) -> dict[str, Any]:
+    assert params["message"] == "What is your name?" and "name" in params["requestedSchema"]["properties"]
+    return {"action": "accept", "content": {"name": "Ada"}}
+
+
+def answer_model(params: dict[str, Any]) -> dict[str, Any]:
+    [message] = params["messages"]
+    return {"role": "assistant", "content": {"type": "text", "text": f"42, to {message['content']['text']}"},
+            "model": "test-model"}
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_2025_only_upstream_is_served_in_both_eras(tmp_path: Path, era: str) -> None:
+    async with proxy(tmp_path, UPSTREAM) as (url, _):
+        async with Client.http(url, era=era, elicit=answer_name, sample=answer_model, roots=["file:///work"],
+                               log_level="info") as client:
+            with anyio.fail_after(60):
+                if era == "2026-07-28":
+                    discovered = await client.discover()
+                    assert discovered["instructions"] == "A 2025-era test upstream."
+                    assert "tools" in discovered["capabilities"]
+                names = {tool["name"] for tool in await client.list_tools()}
+                assert names == {"echo", "ask_name", "asking", "ask_model", "ask_roots", "slow_steps"}
+                assert (await client.call_tool("echo", {"text": "héllo"})).text == "héllo"
+                assert (await client.call_tool("ask_name")).text == "hello Ada"
+                assert (await client.call_tool("ask_model", {"question": "everything"})).text == \
+                    "the model said: 42, to everything"
+                assert (await client.call_tool("ask_roots")).text == "file:///work"
+                stepped = await client.call_tool("slow_steps", {"steps": 3})
+                assert stepped.text == "3 steps"
+                assert [(p["progress"], p["total"]) for p in stepped.progress] == [(1, 3), (2, 3), (3, 3)]
+                assert [log["data"] for log in stepped.logs] == ["step 1", "step 2", "step 3"]
+
+
+async def test_the_2026_client_gets_input_required_with_sealed_state_and_the_call_stays_open(tmp_path: Path) -> None:
+    """One round at a time by hand: the upstream's elicitation comes as `input_required`; the retry with the
+    answer finishes the same upstream call (a fresh call would ask again); a replayed retry is refused."""
+    async with proxy(tmp_path, UPSTREAM) as (url, _):
+        async with Client.http(url, elicit=answer_name) as client:
+            with anyio.fail_after(60):
+                await client.list_tools()
+                asked = await client.send("tools/call", {"name": "ask_name", "arguments": {}})
+                assert asked["resultType"] == "input_required"
+                [(name, request)] = asked["inputRequests"].items()
+                assert request["method"] == "elicitation/create"
+                assert request["params"]["message"] == "What is your name?"
+                assert "held" not in asked["requestState"]  # sealed: the key does not show
+                retry = {"name": "ask_name", "arguments": {}, "requestState": asked["requestState"],
+                         "inputResponses": {name: {"action": "accept", "content": {"name": "Grace"}}}}
+                done = await client.send("tools/call", retry)
+                assert done["content"][0]["text"] == "hello Grace"
+                with pytest.raises(McpError) as replayed:
+                    await client.send("tools/call", retry)
+                assert replayed.value.code == -32600
+                assert "no longer held" in replayed.value.message
+
+
+async def test_a_client_that_cannot_answer_gets_the_upstreams_answer_to_that(tmp_path: Path) -> None:
+    """A client without the elicitation capability: the upstream's request gets an error, and the upstream's
+    own handling of it (the SDK fails the call with that error) comes back as it is."""
+    async with proxy(tmp_path, UPSTREAM) as (url, _):
+        async with Client.http(url) as client:
+            with anyio.fail_after(60):
+                with pytest.raises(McpError) as refused:
+                    await client.call_tool("ask_name")
+                assert (refused.value.code, refused.value.message) == (
+                    -32601, "the calling client cannot answer elicitation/create (it declared no elicitation capability)")
+                assert (await client.call_tool("echo", {"text": "after"})).text == "after"
+
+
+async def test_a_client_that_never_retries_has_its_upstream_call_cancelled(tmp_path: Path) -> None:
+    async with proxy(tmp_path, UPSTREAM, "--upstream-hold", "0.5", "--log-level", "info") as (url, _):
+        async with Client.http(url, elicit=answer_name) as client:
+            with anyio.fail_after(60):
+                await client.list_tools()
+                asked = await client.send("tools/call", {"name": "ask_name", "arguments": {}})
+                assert asked["resultType"] == "input_required"
+                assert (await client.call_tool("asking")).structured == {"result": 1}  # held open upstream
+                log = tmp_path / "proxy.log"
+                while "was not retried by its client within 0.5 s: cancelled" not in log.read_text():
+                    await anyio.sleep(0.05)
+                assert (await client.call_tool("asking")).structured == {"result": 0}  # not held upstream
+                [name] = asked["inputRequests"]
+                retry = {"name": "ask_name", "arguments": {}, "requestState": asked["requestState"],
+                         "inputResponses": {name: {"action": "accept", "content": {"name": "Late"}}}}
+                with pytest.raises(McpError) as late:
+                    await client.send("tools/call", retry)
+                assert (late.value.code, late.value.message) == (-32600, (
+                    "the upstream call this retry answers is no longer held (answered already, or not retried "
+                    "within 0.5 s)"))
+                assert (await client.call_tool("ask_name")).text == "hello Ada"  # the upstream goes on
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_the_official_python_client_through_the_gateway(tmp_path: Path, mode: str) -> None:
+    sdk = pytest.importorskip("mcp")
+    sdk_types = pytest.importorskip("mcp_types")
+
+    async def elicit(context: Any, params: Any) -> Any:
+        return sdk_types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    async def sample(context: Any, params: Any) -> Any:
+        return sdk_types.CreateMessageResult(role="assistant", model="sdk-model",
+                                             content=sdk_types.TextContent(type="text", text="yes"))
+
+    async with proxy(tmp_path, UPSTREAM) as (url, _):
+        with anyio.fail_after(60):
+            async with sdk.Client(url, mode=mode, elicitation_callback=elicit, sampling_callback=sample,
+                                  read_timeout_seconds=30) as client:
+                assert client.protocol_version == ("2025-11-25" if mode == "legacy" else mode)
+                named = await client.call_tool("ask_name", {})
+                assert named.content[0].text == "hello Ada"  # type: ignore[union-attr]
+                sampled = await client.call_tool("ask_model", {"question": "ok?"})
+                assert sampled.content[0].text == "the model said: yes"  # type: ignore[union-attr]
+
+
+async def test_several_calls_asking_at_once_are_told_apart_only_when_one_is_running(tmp_path: Path) -> None:
+    """A request on stdio names no call: while one call waits for its client, another call's question is
+    still known to be that call's; each of two calls held at once gets its own answer, the later one first."""
+    async with proxy(tmp_path, UPSTREAM) as (url, _):
+        async with Client.http(url, elicit=answer_name) as client:
+            with anyio.fail_after(60):
+                await client.list_tools()
+                first = await client.send("tools/call", {"name": "ask_name", "arguments": {}})
+                second = await client.send("tools/call", {"name": "ask_name", "arguments": {}})
+                assert first["resultType"] == second["resultType"] == "input_required"
+                for state, who in ((second["requestState"], "Second"), (first["requestState"], "First")):
+                    [name] = (first if state == first["requestState"] else second)["inputRequests"]
+                    retry = {"name": "ask_name", "arguments": {}, "requestState": state,
+                             "inputResponses": {name: {"action": "accept", "content": {"name": who}}}}
+                    assert (await client.send("tools/call", retry))["content"][0]["text"] == f"hello {who}"
+
+
+
+async def test_a_question_while_another_call_runs_on_stdio_cannot_be_placed(tmp_path: Path) -> None:
+    """Two calls running upstream, neither waiting for its client: a stdio request names no call, so the
+    gateway refuses to guess, and the upstream's tool gets that error; the other call is not disturbed."""
+    started = anyio.Event()
+    async with proxy(tmp_path, UPSTREAM) as (url, _):
+        async with Client.http(url, elicit=answer_name, on_progress=lambda params: started.set()) as client:
+            with anyio.fail_after(60):
+                await client.list_tools()
+                outcomes: dict[str, Any] = {}
+
+                async def steps() -> None:
+                    outcomes["steps"] = await client.call_tool("slow_steps", {"steps": 100})
+
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(steps)
+                    await started.wait()
+                    with pytest.raises(McpError) as unplaced:
+                        await client.call_tool("ask_name")
+                assert (unplaced.value.code, unplaced.value.message) == (
+                    -32603, "the gateway cannot tell which of 2 calls in flight sent elicitation/create "
+                            "(a request on stdio names no call)")
+                assert outcomes["steps"].text == "100 steps"
+
+
+async def test_over_http_each_question_comes_with_its_call() -> None:
+    """A 2025-era upstream over Streamable HTTP (mcpcore's own, asked on a session): its question comes in the
+    response stream of the call that asked, so it is placed even while another call runs (`hold`, which only
+    returns once `greet` has its answer)."""
+    from http_client import running
+    from mcpcore.gateway import Gateway
+    from servers.client_server import build
+
+    async with running(build()) as upstream:
+        gateway = Gateway(lambda: Client.http(upstream.url, era="2025-11-25"), name="front", timeout=30)
+        async with running(gateway.server) as front, Client.http(front.url, elicit=answer_name) as client:
+            with anyio.fail_after(60):
+                outcomes: dict[str, str] = {}
+
+                async def call(name: str) -> None:
+                    outcomes[name] = (await client.call_tool(name)).text
+
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(call, "hold")
+                    while len(gateway.held.calls) != 1:  # hold is in flight upstream
+                        await anyio.sleep(0.02)
+                    tasks.start_soon(call, "greet")
+                assert outcomes == {"hold": "released", "greet": "Hello, Ada!"}
+
+
+SILENT_BEFORE_INITIALIZE = r'''
+import json, sys
+initialized = False
+for line in sys.stdin:
+    message = json.loads(line)
+    method, answer = message.get("method"), None
+    if method == "initialize":
+        initialized = True
+        answer = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "quiet", "version": "1"}}
+    elif method == "tools/list" and initialized:
+        answer = {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}
+    elif method == "tools/call" and initialized:
+        answer = {"content": [{"type": "text", "text": message["params"]["arguments"]["text"]}]}
+    if answer is not None and "id" in message:  # anything else, before initialize above all, is not answered
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": answer}), flush=True)
+'''
+
+
+async def test_an_upstream_silent_to_the_probe_is_taken_for_a_2025_era_one(tmp_path: Path) -> None:
+    """The spec's other legacy outcome: no answer to `server/discover` within the bound (here the 1 s timeout)."""
+    from mcpcore.gateway import Gateway
+
+    script = tmp_path / "quiet_server.py"
+    script.write_text(SILENT_BEFORE_INITIALIZE)
+    gateway = Gateway(lambda: Client.stdio([sys.executable, str(script)]), name="front", timeout=1)
+    async with Client(gateway.server) as client:
+        with anyio.fail_after(30):
+            assert (await client.call_tool("echo", {"text": "late but there"})).text == "late but there"
+            assert gateway.client is not None and gateway.client.era == "2025-11-25"
