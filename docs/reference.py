@@ -26,7 +26,7 @@ OUTPUT = ROOT / "docs" / "reference.md"
 MODULES = ("mcpcore", "mcpcore.client", "mcpcore.gateway", "mcpcore.testing", "mcpcore.routes", "mcpcore.auth", "mcpcore.oauth",
            "mcpcore.middleware", "mcpcore.logs", "mcpcore.tracing", "mcpcore.asgi", "mcpcore.extensions",
            "mcpcore.tasks", "mcpcore.taskstore", "mcpcore.skills", "mcpcore.apps", "mcpcore.frontmatter", "mcpcore.redisstate",
-           "mcpcore.pytest_plugin")
+           "mcpcore.fleetlimits", "mcpcore.pytest_plugin")
 DUNDERS = ("__call__", "__enter__", "__aenter__")  # special methods worth a line: how the object is used
 ADDRESS = re.compile(r" at 0x[0-9A-Fa-f]+")  # `<function f at 0x7f...>` would differ from run to run
 

@@ -391,7 +391,8 @@ class Client:
                     return await self._answer_request(received)
                 except McpError as error:  # the answer is an error of its own (`on_request` relaying one)
                     return {"jsonrpc": "2.0", "id": received.get("id"), "error": error.to_dict()}
-            heard.append(received)
+            if listener is None:
+                heard.append(received)  # kept for the `Outcome`; a listener hears them instead (a listen could last long)
             await self._heard(received)
             if listener is not None:
                 await run_callback(listener, received)

@@ -22,27 +22,39 @@ input requests as they are and its `requestState` as the sealed state: a 2026 cl
 mcpcore's own multi round-trip request, a 2025-era client as real `elicitation/create`,
 `sampling/createMessage` or `roots/list` requests on its session; the answers go back upstream as
 the retry's `inputResponses` with the upstream `requestState`.
+
+Following the upstream: while it is up, the gateway holds one `subscriptions/listen` of its own upstream
+(list changes, and updates of every resource it lists); a list change reads the lists again and is
+announced to the gateway's own listen and GET streams, an update reaches the clients that follow its URI.
+`completion/complete` is forwarded while the upstream offers completions, and the Tasks and Skills
+extensions are declared and their methods forwarded when the upstream declares them (`FORWARDED_EXTENSIONS`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
 
 import anyio
 
+from ._app.completions import Completions
 from ._app.context import Context
 from ._app.prompts import Prompt
 from ._app.resources import Resource, ResourceTemplate
 from ._app.tools import Tool
+from ._runtime.subscriptions import METHODS, PROMPTS, RESOURCES, TOOLS, Change
 from ._serving.server import Server
 from ._gateway.eras import DEFAULT_HOLD, RELAYED_CAPABILITIES, HeldCalls, UpstreamInput, relay, settle_era, wire_answer
 from ._wire.inputs import InputRequired
 from ._wire.jsonrpc import INTERNAL_ERROR, META_CAPABILITIES, META_LOG_LEVEL, METHOD_NOT_FOUND, McpError
 from .client import Client
+from .skills import EXTENSION as SKILLS
+from .tasks import NAME_FIELDS as TASK_NAME_FIELDS
+from .tasks import TASKS
 
 __all__ = ["Gateway", "DEFAULT_TIMEOUT", "DEFAULT_HOLD", "RESTART_DELAYS"]
 
@@ -50,7 +62,15 @@ log = logging.getLogger("mcpcore.gateway")
 
 DEFAULT_TIMEOUT = 60.0  # seconds one forwarded request may take (an elicitation round is the client's, not counted)
 RESTART_DELAYS = (0.5, 1.0, 2.0, 5.0, 10.0)  # seconds before each restart of an upstream that keeps exiting
+LISTEN_AGAIN_DELAY = 1.0  # seconds before an upstream listen the upstream ended is opened again
 _RESULT_ENVELOPE = ("resultType", "_meta")  # what the gateway's own wire adds to a result again
+_LIST_CHANGES = {METHODS[kind]: kind for kind in (TOOLS, PROMPTS, RESOURCES)}  # an upstream notification → its change
+# The extensions forwarded when the upstream declares them: method → (the field Mcp-Name mirrors, whether a
+# client must declare the extension to call it), as the extension registers its methods (tasks.py, skills.py).
+FORWARDED_EXTENSIONS: dict[str, dict[str, tuple[str | None, bool]]] = {
+    TASKS: {method: (name_field, True) for method, name_field in TASK_NAME_FIELDS.items()},
+    SKILLS: {"skills/list": (None, False), "skills/get": (None, False), "resources/directory/read": (None, False)},
+}
 
 
 class UpstreamDidNotStart(RuntimeError):
@@ -97,8 +117,12 @@ class Gateway:
         self.restart_delays = tuple(restart_delays) or RESTART_DELAYS
         self.server = Server(name, lifespan=self._lifespan, **server_options)
         self.server.offers_resources = True  # the upstream's resources come at start, and may come back after a restart
+        self.server.completions = UpstreamCompletions(self)
         self.client: Client | None = None  # the upstream's client while it is up
+        self.offered: dict[str, Any] = {}  # the upstream's capabilities, as it last said
         self._up: anyio.Event | None = None
+        self._stale: anyio.Event  # set when the upstream said a list changed: its lists are read again (made in the lifespan)
+        self._announced: set[str] = set()  # the list kinds it said changed since the lists were last read
 
     # -- the upstream's life ---------------------------------------------------
 
@@ -106,7 +130,7 @@ class Gateway:
     async def _lifespan(self, server: Server) -> AsyncIterator[Gateway]:
         # An asyncio task of its own, not a task group: the server's first user to enter its lifespan and
         # the last to leave need not be one task (see `Lifespan.spawn`).
-        self._up = anyio.Event()
+        self._up, self._stale = anyio.Event(), anyio.Event()
         started: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         keeper = asyncio.get_running_loop().create_task(self._keep_up(started))
         try:
@@ -127,7 +151,7 @@ class Gateway:
                 if inspect.isawaitable(client):  # a remote upstream: which transport it serves is asked first
                     client = await client
                 if client.on_notification is None:
-                    client.on_notification = _unowned
+                    client.on_notification = self._changed
                 if client.on_request is None:  # a 2025-era upstream's requests, asked of the calling client
                     client.on_request = self.held.asked
                     client.capabilities.update(RELAYED_CAPABILITIES)
@@ -138,7 +162,10 @@ class Gateway:
                     self._up.set()
                     if not started.done():
                         started.set_result(None)
-                    await client.wait_gone()
+                    async with anyio.create_task_group() as following:
+                        following.start_soon(self._follow, client)
+                        await client.wait_gone()
+                        following.cancel_scope.cancel()
                     self.client, self._up = None, anyio.Event()  # before closing it: new calls wait for the next one
                     log.warning("the upstream server is gone; opening it again")
             except Exception as error:  # it could not start, or its lists could not be read
@@ -158,6 +185,10 @@ class Gateway:
         if discovered.get("instructions") and not self.server.instructions:
             self.server.instructions = discovered["instructions"]
         offered = discovered.get("capabilities") or {}
+        if offered != self.offered:  # what the gateway announces follows (completions, extensions)
+            self.offered = offered
+            self._offer_extensions(offered)
+            self.server.dispatcher.forget_discover()
         tools = await _listed(client.list_tools) if "tools" in offered else []
         resources = await _listed(client.list_resources) if "resources" in offered else []
         templates = await _listed(client.list_resource_templates) if "resources" in offered else []
@@ -169,7 +200,9 @@ class Gateway:
             for key in [item.key for item in catalog if item.key not in {new.key for new in items}]:
                 catalog.remove(key)
             for item in items:
-                if catalog.get(item.key) is not None:
+                if (old := catalog.get(item.key)) is not None:
+                    if getattr(old, "_entry", None) == item._entry:
+                        continue  # unchanged: not announced as a change
                     catalog.remove(item.key)
                 catalog.add(item)
 
@@ -182,6 +215,97 @@ class Gateway:
             except (KeyError, TypeError, ValueError) as error:
                 log.warning("the upstream's %s is not served: %s (%s)", kind.__name__[8:].lower(), entry, error)
         return made
+
+    def _offer_extensions(self, offered: dict[str, Any]) -> None:
+        """Declare each extension the gateway knows how to forward (Tasks, Skills) as the upstream declares
+        it, its methods forwarded (once: an upstream started again without it answers them with its own error)."""
+        declared = offered.get("extensions") or {}
+        for identifier, methods in FORWARDED_EXTENSIONS.items():
+            settings = declared.get(identifier)
+            if not isinstance(settings, dict) or identifier in self.server.extensions:
+                continue
+            extension = self.server.extension(identifier, settings)
+            for method, (name_field, needs_declaring) in methods.items():
+                extension.method(method, name_field=name_field, declared=needs_declaring)(
+                    functools.partial(self._forward_method, method))
+
+    async def _forward_method(self, method: str, params: dict[str, Any], context: Context) -> dict[str, Any]:
+        """An extension's method, forwarded as it came."""
+        return _bare(await self.forward(method, {key: value for key, value in params.items() if key != "_meta"}, context))
+
+    # -- the upstream's changes -----------------------------------------------
+
+    async def _follow(self, client: Client) -> None:
+        """Hear the upstream's changes while it is up, on one `subscriptions/listen` of its own: its list
+        changes and updates of every resource it lists (the gateway's own subscriptions then reach only
+        the clients that follow that URI). A list change reads the lists again; what changed is announced
+        by the catalogs. The listen is opened again when the listed resources change; each acknowledgement
+        reads the lists again, so a change made while no listen was open is not missed. An upstream
+        without listens (or a 2025-era one, whose changes come unasked) is followed by `_changed` only."""
+        offered = self.offered
+        if not client.legacy and any((offered.get(kind) or {}).get(flag) for kind, flag in
+                                     (("tools", "listChanged"), ("prompts", "listChanged"),
+                                      ("resources", "listChanged"), ("resources", "subscribe"))):
+            while True:
+                uris = self._followed_uris()
+                async with anyio.create_task_group() as listening:
+                    listening.start_soon(self._listen, client, uris, listening.cancel_scope)
+                    while self._followed_uris() == uris:
+                        await self._reread(client)
+                    listening.cancel_scope.cancel()
+        while True:
+            await self._reread(client)
+
+    def _followed_uris(self) -> list[str]:
+        """The upstream resources the gateway follows: every one it lists (as many as a listen may follow)."""
+        listed = sorted(resource.key for resource in self.server.resources if isinstance(resource, UpstreamResource))
+        return listed[:self.server.subscriptions.max_uris]
+
+    async def _listen(self, client: Client, uris: list[str], scope: anyio.CancelScope) -> None:
+        """One upstream listen for list changes and `uris`, until cancelled; one the upstream refuses or ends is logged."""
+        offered = self.offered
+        wanted: dict[str, Any] = {TOOLS: "tools" in offered, PROMPTS: "prompts" in offered, RESOURCES: "resources" in offered}
+        if uris and (offered.get("resources") or {}).get("subscribe"):
+            wanted["resourceSubscriptions"] = uris
+        try:
+            await client.send("subscriptions/listen", {"notifications": wanted}, on_notification=self._changed)
+        except McpError as error:
+            log.warning("the upstream server refused subscriptions/listen (%s): its changes are not followed", error.message)
+            await anyio.sleep_forever()  # not asked again until its resources change
+        except ConnectionError:
+            return  # gone: `_keep_up` starts it again
+        log.info("the upstream server ended its subscriptions/listen; listening again in %g s", LISTEN_AGAIN_DELAY)
+        await anyio.sleep(LISTEN_AGAIN_DELAY)
+        scope.cancel()  # `_follow` opens the next one
+
+    async def _reread(self, client: Client) -> None:
+        """Wait for a list change, then read the lists again (a failure is logged: the next change tries again)."""
+        await self._stale.wait()
+        self._stale = anyio.Event()
+        try:
+            with anyio.fail_after(self.timeout):
+                await self._mirror(client)
+        except (McpError, TimeoutError) as error:
+            log.warning("the upstream server's lists could not be read again: %s", error)
+        announced, self._announced = self._announced, set()  # taken once read: a cancelled read loses none
+        for kind in announced:  # passed on even when the lists read the same (it may have changed and back)
+            self.server.bus.publish(Change(kind))
+
+    async def _changed(self, notification: dict[str, Any]) -> None:
+        """An upstream notification outside any call: a list change marks the lists stale (read again by
+        `_follow`, never here: this runs in the client's reader), a resource update is announced to the
+        gateway's subscribers of that URI; anything else is logged."""
+        method = notification.get("method")
+        params = notification.get("params") or {}
+        if method in _LIST_CHANGES:
+            self._announced.add(_LIST_CHANGES[method])
+            self._stale.set()
+        elif method == "notifications/subscriptions/acknowledged":
+            self._stale.set()
+        elif method == "notifications/resources/updated" and isinstance(params.get("uri"), str):
+            self.server.notify_resource_updated(params["uri"])
+        else:
+            _unowned(notification)
 
     async def _client(self) -> Client:
         """The upstream's client, waiting (within the timeout) while it is being started again."""
@@ -227,14 +351,16 @@ class Gateway:
         client = await self._client()
         if client.legacy:
             return _bare(await self.held.forward(client, method, params, context))
-        if context.state is not None:
+        if context.answers or context.state is not None:  # answers without state too: the upstream reads them by shape
             params = {**params, "inputResponses": {name: wire_answer(answer) for name, answer in context.answers.items()}}
-            if context.state.get("requestState") is not None:
-                params["requestState"] = context.state["requestState"]
+        if context.state is not None and context.state.get("requestState") is not None:
+            params["requestState"] = context.state["requestState"]
         result = await self.forward(method, params, context)
         if result.get("resultType") == "input_required":
             asked = {name: UpstreamInput(request) for name, request in (result.get("inputRequests") or {}).items()}
             raise InputRequired(asked, state={"requestState": result.get("requestState")})  # type: ignore[arg-type]
+        if result.get("resultType") == "task":  # a call the upstream runs as a task (the Tasks extension): its handle
+            return {**_bare(result), "resultType": "task"}
         return _bare(result)
 
 
@@ -286,3 +412,21 @@ class UpstreamPrompt(Prompt):
     async def get(self, arguments: Any, context: Context) -> dict[str, Any]:
         params = {"name": self.key, **({"arguments": arguments} if arguments is not None else {})}
         return await self.gateway.forward_asking("prompts/get", params, context)
+
+
+class UpstreamCompletions(Completions):
+    """`completion/complete`, forwarded when the upstream offers completions (its prompts and templates are
+    the gateway's); completions registered on the gateway's own server answer otherwise."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        super().__init__()
+        self.gateway = gateway
+
+    def __bool__(self) -> bool:
+        return "completions" in self.gateway.offered or super().__bool__()
+
+    async def complete(self, params: dict[str, Any], known: Callable[[str, str], bool], context: Context) -> dict[str, Any]:
+        if "completions" not in self.gateway.offered:
+            return await super().complete(params, known, context)
+        forwarded = {key: value for key, value in params.items() if key != "_meta"}
+        return _bare(await self.gateway.forward("completion/complete", forwarded, context))

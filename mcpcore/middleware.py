@@ -18,9 +18,10 @@ import time
 from typing import Any, Awaitable, Callable
 
 from ._runtime.call import Call
-from ._wire.jsonrpc import RATE_LIMITED, McpError
+from ._runtime.limits import Limits, LocalLimiter, rate_limited
+from ._wire.jsonrpc import McpError
 
-__all__ = ["Middleware", "Next", "RateLimiter", "access_log"]
+__all__ = ["Limits", "LocalLimiter", "Middleware", "Next", "RateLimiter", "access_log"]
 
 Next = Callable[[Call], Awaitable[bytes]]
 Middleware = Callable[[Call, Next], Awaitable[bytes]]
@@ -101,6 +102,5 @@ class RateLimiter:
     async def __call__(self, call: Call, call_next: Next) -> bytes:
         wait = self.take(self.caller(call))
         if wait:
-            seconds = max(1, math.ceil(wait))
-            raise McpError(RATE_LIMITED, f"Too many requests: retry in {seconds} s", {"retryAfter": seconds})
+            raise rate_limited(max(1, math.ceil(wait)))
         return await call_next(call)

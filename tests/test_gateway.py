@@ -11,15 +11,20 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, AsyncIterator
 
 import anyio
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, legacy, request
+from http_client import HttpClient, SseStream
 from mcpcore._wire.jsonrpc import McpError
 from mcpcore.client import Client
+from mcpcore.skills import EXTENSION as SKILLS
+from mcpcore.tasks import TASKS
 from test_bash_upstream import command  # noqa: F401 (the fixture: the Bash upstream, skipped without bash and jq)
+from test_legacy_http import initialize, session_headers
 
 pytestmark = pytest.mark.anyio
 
@@ -291,3 +296,126 @@ async def test_the_python_api_fronts_any_client_in_process() -> None:
             assert "echo" in [tool["name"] for tool in await client.list_tools()]
             assert (await client.call_tool("echo", {"text": "in memory"})).text == "in memory"
             assert client.server_info["serverInfo"]["name"] == "front"
+
+
+# -- what changes while the upstream runs, completions and tasks (tests/upstreams/changing_server.py, the example) --
+
+CHANGING_UPSTREAM = [sys.executable, "-m", "mcpcore", "run", str(ROOT / "tests" / "upstreams" / "changing_server.py")]
+EVERYTHING_UPSTREAM = [sys.executable, "-m", "mcpcore", "run", str(ROOT / "examples" / "everything_server.py")]
+
+
+@contextlib.asynccontextmanager
+async def connection(url: str) -> AsyncIterator[HttpClient]:
+    """A raw HTTP connection to the proxy at `url` (for listen and GET streams, read event by event)."""
+    async with HttpClient.connect(SimpleNamespace(port=int(url.rsplit(":", 1)[1].split("/")[0]))) as link:
+        yield link
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_completions_are_the_upstreams(tmp_path: Path, era: str) -> None:
+    async with proxy(tmp_path, CHANGING_UPSTREAM) as (url, _):
+        async with Client.http(url, era=era) as client:
+            with anyio.fail_after(30):
+                assert "completions" in (await client.discover())["capabilities"]
+                assert await client.complete(prompt="greet", argument="name", value="A") == ["Ada", "Alan"]
+                assert await client.complete(resource="demo://people/{name}", argument="name", value="g") == ["Grace"]
+                with pytest.raises(McpError) as unknown:
+                    await client.complete(prompt="nobody", argument="name", value="A")
+                assert unknown.value.code == -32602
+
+
+async def test_a_tool_the_upstream_adds_is_announced_on_listen_streams_listed_and_served(tmp_path: Path) -> None:
+    async with proxy(tmp_path, CHANGING_UPSTREAM) as (url, _), connection(url) as link:
+        async with Client.http(url) as client:
+            with anyio.fail_after(30):
+                stream = SseStream(link)
+                await stream.open(request("subscriptions/listen", "watch", notifications={"toolsListChanged": True}))
+                assert (await stream.next())["method"] == "notifications/subscriptions/acknowledged"  # type: ignore[index]
+                assert (await client.call_tool("add_tool", {"name": "fresh"})).text == "added"
+                changed = await stream.next()
+                assert changed is not None and changed["method"] == "notifications/tools/list_changed"
+                assert changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "watch"
+                assert "fresh" in [tool["name"] for tool in await client.list_tools()]  # read again before announced
+                assert (await client.call_tool("fresh")).text == "I am fresh"
+
+
+async def test_a_listen_streams_resource_subscription_hears_the_upstreams_updates(tmp_path: Path) -> None:
+    async with proxy(tmp_path, CHANGING_UPSTREAM) as (url, _), connection(url) as link:
+        async with Client.http(url) as client:
+            with anyio.fail_after(30):
+                stream = SseStream(link)
+                await stream.open(request("subscriptions/listen", "notes",
+                                          notifications={"resourceSubscriptions": ["demo://note"]}))
+                assert (await stream.next())["method"] == "notifications/subscriptions/acknowledged"  # type: ignore[index]
+                await client.call_tool("touch", {"uri": "demo://elsewhere"})  # not followed: not heard
+                await client.call_tool("touch", {"uri": "demo://note"})
+                updated = await stream.next()
+                assert updated is not None and updated["method"] == "notifications/resources/updated"
+                assert updated["params"]["uri"] == "demo://note"
+
+
+async def test_a_2025_session_hears_list_changes_and_its_subscriptions_on_its_get_stream(tmp_path: Path) -> None:
+    async with proxy(tmp_path, CHANGING_UPSTREAM) as (url, _), connection(url) as link, connection(url) as side:
+        with anyio.fail_after(30):
+            session_id = await initialize(link)
+            stream = SseStream(side, legacy=True)
+            await stream.open_get(session_headers(session_id))
+            subscribed = await link.post(legacy("resources/subscribe", 1, uri="demo://note"), session_headers(session_id),
+                                         legacy=True)
+            assert subscribed.response["result"] == {}
+            async with Client.http(url) as client:  # another client changes the upstream
+                await client.call_tool("add_tool", {"name": "fresh"})
+                changed = await stream.next()
+                assert changed is not None and changed["method"] == "notifications/tools/list_changed"
+                await client.call_tool("touch", {"uri": "demo://note"})
+            updated = await stream.next()
+            assert updated is not None and updated["method"] == "notifications/resources/updated"
+            assert updated["params"]["uri"] == "demo://note"
+
+
+async def test_a_tool_the_upstream_runs_as_a_task_is_polled_through_the_gateway(tmp_path: Path) -> None:
+    async with proxy(tmp_path, EVERYTHING_UPSTREAM) as (url, _):
+        async with Client.http(url, extensions={TASKS: {}}) as client:
+            with anyio.fail_after(30):
+                assert TASKS in (await client.discover())["capabilities"]["extensions"]
+                created = (await client.request("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.1}})).result
+                assert created["resultType"] == "task" and created["status"] == "working"
+                while (task := (await client.request("tasks/get", {"taskId": created["taskId"]})).result)["status"] == "working":
+                    await anyio.sleep(0.05)
+                assert task["status"] == "completed" and "job" in str(task["result"]["content"])
+                with pytest.raises(McpError) as unknown:
+                    await client.request("tasks/get", {"taskId": "no-such-task"})
+                assert unknown.value.code == -32602
+        async with Client.http(url) as plain:  # a client without the extension: the plain call, and -32021 for tasks/get
+            with anyio.fail_after(30):
+                assert "job" in (await plain.call_tool("slow_compute", {"seconds": 0.1})).text
+                with pytest.raises(McpError) as undeclared:
+                    await plain.request("tasks/get", {"taskId": created["taskId"]})
+                assert undeclared.value.code == -32021
+
+
+async def test_the_skills_extension_is_the_upstreams(tmp_path: Path) -> None:
+    async with proxy(tmp_path, EVERYTHING_UPSTREAM) as (url, _):
+        async with Client.http(url) as client, Client.stdio(EVERYTHING_UPSTREAM) as direct:
+            with anyio.fail_after(30):
+                assert (await client.discover())["capabilities"]["extensions"][SKILLS] == {"directoryRead": True}
+                listed = (await client.request("skills/list")).result
+                assert listed["skills"] and _unmeta(listed) == _unmeta((await direct.request("skills/list")).result)
+                manifest = listed["skills"][0]["uri"]
+                [contents] = await client.read_resource(manifest)  # the skill's files are the upstream's resources
+                assert contents["uri"] == manifest and contents["text"] == (await direct.read_resource(manifest))[0]["text"]
+
+
+def _unmeta(result: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in result.items() if key != "_meta"}  # serverInfo: the gateway's or the upstream's
+
+
+async def test_answers_sent_without_request_state_reach_the_upstream(tmp_path: Path) -> None:
+    """A retry that brings answers but no requestState: the upstream reads them by their shape, as mcpcore does."""
+    async with proxy(tmp_path, EVERYTHING_UPSTREAM) as (url, _):
+        async with Client.http(url, elicit=lambda params: {"action": "accept"}) as client:
+            with anyio.fail_after(30):
+                answered = await client.send("tools/call", {
+                    "name": "test_input_required_result_elicitation", "arguments": {},
+                    "inputResponses": {"user_name": {"action": "accept", "content": {"name": "Ada"}}, "unasked": {"x": 1}}})
+                assert answered["resultType"] == "complete" and answered["content"][0]["text"] == "Hello, Ada!"

@@ -7,13 +7,15 @@ server on 127.0.0.1) and over the deprecated HTTP+SSE transport (its
 `SSEClientTransport`, on the built-in server and under uvicorn). The client speaks
 the initialize handshake only, so this is the 2025-11-25 era. Its npm package is installed into `tests/interop/` with
 the machine's Node on first use (the `ts_client` fixture, in conftest.py: tests/test_redis.py
-drives it through a round-robin proxy too).
+drives it through a round-robin proxy too). Through the gateway (`mcpcore proxy` in front of the same server
+over stdio), the elicitation is the gateway's translation of the upstream's `input_required` result.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import anyio
 import pytest
@@ -25,10 +27,10 @@ from servers import legacy_server
 pytestmark = pytest.mark.anyio
 
 
-def expect_every_feature(output: bytes, greeting: str | None = "Hello, Ada!") -> dict:
+def expect_every_feature(output: bytes, greeting: str | None = "Hello, Ada!", server: str = "legacy-tests") -> dict:
     """What the client saw, checked (the elicitation's greeting too, unless `greeting` is None)."""
     seen = json.loads(output.decode().strip().splitlines()[-1])
-    assert seen["server"] == {"name": "legacy-tests", "version": "0.0.1"}
+    assert seen["server"]["name"] == server and (server != "legacy-tests" or seen["server"]["version"] == "0.0.1")
     assert {"echo", "greet", "steps"} <= set(seen["tools"])
     assert seen["bigRoundTrip"] is True and seen["unicode"] is True
     assert seen["resource"] == "Remember to drink water." and seen["prompt"] == "Plan a trip to Rome."
@@ -64,3 +66,16 @@ async def test_the_typescript_client_over_http_sse(ts_client: list[str], via: st
                 await anyio.sleep(0.02)
     assert result.returncode == 0, result.stderr.decode()
     assert expect_every_feature(result.stdout)["protocolVersion"] == "2025-11-25"
+
+
+@pytest.mark.parametrize("transport", ["http", "sse"])
+async def test_the_typescript_client_through_the_gateway(ts_client: list[str], tmp_path: Path, transport: str) -> None:
+    from test_gateway import proxy
+
+    upstream = [sys.executable, "-m", "mcpcore", "run", str(ROOT / "tests" / "servers" / "legacy_server.py")]
+    async with proxy(tmp_path, upstream) as (url, _):
+        target = url if transport == "http" else url.rsplit("/", 1)[0] + "/sse"
+        with anyio.fail_after(60):
+            result = await anyio.run_process([*ts_client, transport, target], cwd=ROOT, check=False)
+    assert result.returncode == 0, result.stderr.decode()
+    assert expect_every_feature(result.stdout, server=f"proxy:{Path(sys.executable).name}")["protocolVersion"] == "2025-11-25"

@@ -29,13 +29,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("package", ("mcpcore",)),
     ("transports", ("mcpcore.transports.*",)),
     ("faces", ("mcpcore._gateway.*", "mcpcore.asgi", "mcpcore.client", "mcpcore.gateway", "mcpcore.testing", "mcpcore.pytest_plugin", "mcpcore.oauth", "mcpcore.skills",
-               "mcpcore.redisstate", "mcpcore.tracing")),
+               "mcpcore.redisstate", "mcpcore.fleetlimits", "mcpcore.tracing")),
     ("command line", ("mcpcore._cli.*", "mcpcore.__main__")),
 )
 # The one import that runs up: `Server.run()` starts the command line's runner (inside the method).
 ENTRY_POINTS = {("mcpcore._serving.server", "mcpcore._cli.runner")}
 # What `ls mcpcore/` shows: the modules a user imports, each documented (docs/reference.md or the guide).
-PUBLIC = {"__init__", "__main__", "apps", "asgi", "auth", "client", "extensions", "gateway", "frontmatter", "logs", "middleware", "oauth",
+PUBLIC = {"__init__", "__main__", "apps", "asgi", "auth", "client", "extensions", "fleetlimits", "gateway", "frontmatter", "logs", "middleware", "oauth",
           "pytest_plugin", "redisstate", "routes", "skills", "tasks", "taskstore", "testing", "tracing"}
 
 

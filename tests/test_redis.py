@@ -173,14 +173,17 @@ def environment(keys: str | None = KEYS) -> dict[str, str]:
 
 @contextlib.contextmanager
 def processes(redis: RedisServer, count: int = 2, target: str = "tests/test_redis.py:shared_server",
-              extra: tuple[str, ...] = (), store_in_code: bool = False) -> Iterator[list[int]]:
+              extra: tuple[str, ...] = (), store_in_code: bool = False, logs: Path | None = None) -> Iterator[list[int]]:
     """`count` mcpcore processes of `target` sharing `redis`, each on a port of its own; their ports.
-    `store_in_code`: no `--redis`; the target reads the URL from `MCPCORE_TEST_REDIS_URL`."""
+    `store_in_code`: no `--redis`; the target reads the URL from `MCPCORE_TEST_REDIS_URL`. `logs`: a folder
+    where process i writes its stderr to `i.log`."""
     ports = [free_port() for _ in range(count)]
     env = {**environment(), "MCPCORE_TEST_REDIS_URL": redis.url} if store_in_code else environment()
     url = None if store_in_code else redis.url
-    started = [subprocess.Popen(mcpcore_run(port, url, target, extra), cwd=ROOT, env=env,
-                                stderr=subprocess.DEVNULL) for port in ports]
+    with contextlib.ExitStack() as files:
+        errors = [files.enter_context(open(logs / f"{i}.log", "wb")) if logs else subprocess.DEVNULL for i in range(count)]
+        started = [subprocess.Popen(mcpcore_run(port, url, target, extra), cwd=ROOT, env=env,
+                                    stderr=error) for port, error in zip(ports, errors)]
     try:
         for port in ports:
             wait_until_accepting(port)

@@ -50,8 +50,9 @@ import h11
 import orjson
 
 from mcpcore import tasks
+from mcpcore._runtime.subscriptions import SUBSCRIPTION_ID
 from mcpcore._wire.jsonrpc import LATEST_VERSION, META_CAPABILITIES, META_VERSION, SessionExpired
-from mcpcore._wire.protocol import NAME_FIELDS
+from mcpcore._wire.protocol import LONG_LIVED_METHODS, NAME_FIELDS
 from mcpcore._wire.toolheaders import HeaderParam, header_params
 
 log = logging.getLogger("mcpcore.client")
@@ -67,8 +68,9 @@ NOT_STREAMABLE_HTTP = (404, 405)  # answers to a POST that mean the URL serves H
 class _Waiting:
     """One request in flight on a shared stream: what it hears, and its response once it comes."""
 
-    def __init__(self, request_id: Any, token: Any, heard: Heard) -> None:
+    def __init__(self, request_id: Any, token: Any, heard: Heard, long_lived: bool = False) -> None:
         self.id, self.token, self.heard = request_id, token, heard
+        self.long_lived = long_lived  # a subscriptions/listen: it owns only the notifications tagged with its id
         self.done = anyio.Event()
         self.response: dict[str, Any] | None = None
         self.error: BaseException | None = None
@@ -110,7 +112,8 @@ class Multiplexer:
         if self.broken is not None:
             raise self.broken
         token = ((message.get("params") or {}).get("_meta") or {}).get("progressToken")
-        waiting = self.waiting[message["id"]] = _Waiting(message["id"], token, heard)
+        long_lived = message.get("method") in LONG_LIVED_METHODS
+        waiting = self.waiting[message["id"]] = _Waiting(message["id"], token, heard, long_lived)
         try:
             await self.send(message)
             await waiting.done.wait()
@@ -176,7 +179,12 @@ class Multiplexer:
         if notification["method"] == "notifications/progress":
             return next((w for w in self.waiting.values() if w.token is not None and w.token == params.get("progressToken")),
                         None)
-        return next(iter(self.waiting.values())) if len(self.waiting) == 1 else None
+        meta = params.get("_meta")
+        subscription = meta.get(SUBSCRIPTION_ID) if isinstance(meta, dict) else None
+        if subscription is not None and subscription in self.waiting:
+            return self.waiting[subscription]  # a listen's notification names it
+        calls = [waiting for waiting in self.waiting.values() if not waiting.long_lived]
+        return calls[0] if len(calls) == 1 else None
 
     async def _reply(self, asked: dict[str, Any]) -> None:
         if self.answer is None:

@@ -8,6 +8,7 @@ asked for them.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 from .._runtime.call import Call, Writer
@@ -24,6 +25,7 @@ from .._wire.jsonrpc import (
 )
 
 if TYPE_CHECKING:
+    from .._wire.protocol import Route
     from ..auth import AccessToken
 
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -69,6 +71,22 @@ class Context:
         self.answers: dict[str, Any] = {}  # validated answers to what was asked, by name
         level = meta.get(META_LOG_LEVEL)
         self._log_rank = _LEVEL_RANK.get(level) if isinstance(level, str) else None
+
+    def serving(self, server: Host) -> Context:
+        """This call's context for an item of another server (one mounted on this call's, `Server.mount`): the
+        same call, stream, `_meta`, retry state and answers; that server's settings, threads, lifespan and
+        client state."""
+        other = Context(self._call, self._writer, self.meta, server)
+        other.state, other.answers = self.state, self.answers
+        return other
+
+    def call_as(self, route: Route, field: str, value: str) -> Call:
+        """This call as the mounted server's middleware sees it: its params' `field` (`name`, `uri`) is the
+        item's own, its route the item's; the same caller."""
+        call = self._call
+        params = call.message.get("params")
+        message = {**call.message, "params": {**(params if isinstance(params, dict) else {}), field: value}}
+        return dataclasses.replace(call, message=message, route=route, task=None)
 
     @property
     def protocol_version(self) -> str:

@@ -28,6 +28,7 @@ from ..logs import DEFAULT_LEVEL, FORMATS, LEVELS
 from .clientconfig import CLIENTS
 from .failures import cannot_listen, in_user_code
 from ..gateway import DEFAULT_HOLD, DEFAULT_TIMEOUT
+from .limits import add_options as add_limit_options, install as install_limits, limits_from
 from .proxy import HEADERS_VARIABLE, TRANSPORTS as UPSTREAM_TRANSPORTS, RemoteUpstream, is_url, upstream_headers
 from .runner import TRANSPORTS, run, run_workers, shape
 
@@ -123,6 +124,7 @@ def _serving_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--redis", dest="redis_url", metavar="URL", help="share subscriptions' changes, tasks and "
                         "2025-era sessions with the other processes using this Redis, e.g. redis://127.0.0.1:6379/0 "
                         "(needs mcpcore[redis])")
+    add_limit_options(parser)
     stdio = parser.add_argument_group("stdio")
     stdio.add_argument("--max-line-bytes", type=int, help=f"largest accepted message line ({d.STDIO_MAX_LINE_BYTES // d.MIB} MiB)")
     http = parser.add_argument_group("http")
@@ -273,7 +275,7 @@ def _settle(runner: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         sys.exit("mcpcore: run needs a TARGET (or `target` in mcpcore.toml, or MCPCORE_TARGET)")
 
 
-def _share_state(server: Server, url: str) -> None:
+def _share_state(server: Server, url: str) -> Any:
     """`--redis URL`: the server's bus and task store on Redis (the `redis` package is an extra)."""
     try:
         from ..redisstate import RedisState, require_configured_keys
@@ -283,7 +285,9 @@ def _share_state(server: Server, url: str) -> None:
         require_configured_keys(server)  # here, before a supervisor gives its workers a key of its own
     except ValueError as error:
         sys.exit(f"mcpcore: {error}")
-    server.use_store(RedisState(url))
+    state = RedisState(url)
+    server.use_store(state)
+    return state
 
 
 def _inner_loop(server: Server, args: argparse.Namespace) -> int:
@@ -396,8 +400,13 @@ def _command(args: argparse.Namespace, argv: list[str], runner: argparse.Argumen
             given.append("--workers")
         if given:
             sys.exit(f"mcpcore: {', '.join(given)} needs --transport http")
-    if args.redis_url:
-        _share_state(server, args.redis_url)
+    state = _share_state(server, args.redis_url) if args.redis_url else None
+    try:
+        limits = limits_from(args)
+    except ValueError as error:
+        sys.exit(f"mcpcore: {error}")
+    if limits:
+        install_limits(server, limits, state)
     if args.workers > 1 and server.offers_tasks and server.tasks.per_process:
         sys.exit("mcpcore: --workers needs a task store the workers share: this server's task tools keep "
                  "tasks in one process's memory, so a task made by one worker would be unknown to the others "

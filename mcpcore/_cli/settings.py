@@ -19,7 +19,8 @@ from typing import Any, Callable, Mapping
 __all__ = ["SettingsError", "flag", "load"]
 
 PREFIX = "MCPCORE_"
-LISTS = {"allowed_hosts": "allow_host", "allowed_origins": "allow_origin", "cors_origins": "cors_origin"}  # dest → name
+LISTS = {"allowed_hosts": "allow_host", "allowed_origins": "allow_origin", "cors_origins": "cors_origin",  # dest → name
+         "tool_rate_limits": "tool_rate_limit", "tool_daily_quotas": "tool_daily_quota"}
 
 
 class SettingsError(ValueError):

@@ -8,7 +8,8 @@ drained; the first entry runs the start-up, the last exit the shut-down, so
 stdio and HTTP serving one server in one process share one pool. What the
 start-up yields is `ctx.lifespan` in every call. A shared state
 (`Server(store=...)`) is started before the app's start-up and closed after its
-shut-down. Work that outlives the request
+shut-down; the servers mounted on it (`Server.mount`, the `within` hook) start after its
+start-up and stop before its shut-down. Work that outlives the request
 that started it (a task's rounds) is `spawn`ed into the lifespan: it is cancelled
 and awaited when the last transport leaves, before the shut-down code runs.
 """
@@ -58,9 +59,11 @@ class StartupError(RuntimeError):
 class Lifespan(Generic[S]):
     """A reference-counted entry into the app's lifespan context manager."""
 
-    def __init__(self, server: S, factory: Callable[[S], AsyncContextManager[Any]] | None) -> None:
+    def __init__(self, server: S, factory: Callable[[S], AsyncContextManager[Any]] | None,
+                 within: Callable[[], AsyncContextManager[None]] | None = None) -> None:
         self._server = server
         self._factory = factory
+        self._within = within  # entered after the start-up, left before the shut-down (the servers mounted on it)
         self._users = 0
         self._stack: contextlib.AsyncExitStack | None = None
         self._lock = anyio.Lock()
@@ -90,6 +93,8 @@ class Lifespan(Generic[S]):
                 try:
                     if self._factory is not None:
                         self.value = await stack.enter_async_context(self._factory(self._server))
+                    if self._within is not None:
+                        await stack.enter_async_context(self._within())
                 except Exception as error:
                     await stack.aclose()
                     raise StartupError(

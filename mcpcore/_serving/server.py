@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, AsyncContextManager, Callable, Protocol, Sequence, TypeVar, overload
 
+import anyio
+
 from .._app.catalog import CacheHints, Catalog
 from .._app.completions import Completions
 from .._app.prompts import Prompt
@@ -30,6 +32,7 @@ from ..extensions import Extension
 from ..routes import CustomRoute, RouteFunction, custom_route
 from ..tasks import Tasks
 from .dispatch import Dispatcher
+from .mount import Mount, check_prefix, mounted_lifespans
 
 if TYPE_CHECKING:  # imported only where used: a server without them does not load them
     from ..apps import Apps
@@ -128,7 +131,9 @@ class Server:
             from .._runtime.metrics import Metrics
 
             self.metrics = Metrics()
-        self.lifespan: Lifespan[Server] = Lifespan(self, lifespan)  # every transport serves inside `async with server.lifespan`
+        self.mounts: dict[str, Mount] = {}  # other servers served under a prefix, by prefix (`mount`)
+        # every transport serves inside `async with server.lifespan`; the mounted servers' lifespans inside it
+        self.lifespan: Lifespan[Server] = Lifespan(self, lifespan, lambda: mounted_lifespans(self))
         self.client_states = ClientStates(client_state, store.client_states if store else None)  # `ctx.client_state`
         self.dispatcher = Dispatcher(self)
 
@@ -262,6 +267,41 @@ class Server:
     def remove_prompt(self, name: str) -> None:
         self.prompts.remove(name)
 
+    def mount(self, prefix: str, other: Any, *, replace: bool = False) -> None:
+        """Serve another server's tools, resources, templates and prompts here, under `prefix`: `other` is a
+        `Server` in this process or a `Gateway` (its upstream, proxied). A tool or prompt `name` is served
+        as `prefix_name`, a resource URI or template `scheme:rest` as `prefix+scheme:rest` (the prefix is a
+        letter then letters, digits and `-`). Mounting what would take a name this server has is a
+        ValueError, unless `replace=True`. Calls run the other server's own items, inside its middleware
+        (this server's is outermost) and its lifespan (entered inside this server's); its changes are
+        announced here. May be called while serving."""
+        check_prefix(prefix)
+        other = getattr(other, "server", other)  # a Gateway serves its upstream from its server
+        if not isinstance(other, Server):
+            raise TypeError(f"server.mount takes a Server or a Gateway, not {type(other).__name__}")
+        if _reaches(other, self):
+            raise ValueError(f"server {other.name!r} is, or mounts, server {self.name!r}: mounting it would loop")
+        if prefix in self.mounts:
+            if not replace:
+                raise ValueError(f"something is already mounted at {prefix!r}; pass replace=True to replace it, "
+                                 f"or call server.unmount({prefix!r}) first")
+            self.unmount(prefix)
+        mount = Mount(self, prefix, other)
+        mount.attach(replace)
+        self.mounts[prefix] = mount
+        if self.lifespan.entered:
+            _on_the_loop(lambda: self.lifespan.spawn(mount.enter_in_background()))
+
+    def unmount(self, prefix: str) -> None:
+        """Stop serving what is mounted at `prefix`: its items leave the lists at once (announced); calls in
+        flight finish, then the other server's lifespan is left."""
+        mount = self.mounts.pop(prefix, None)
+        if mount is None:
+            raise KeyError(f"nothing is mounted at {prefix!r}")
+        mount.detach()
+        if mount.entered:
+            _on_the_loop(lambda: self.lifespan.spawn(mount.retire()))
+
     def completion(self, *, argument: str, prompt: str | None = None, resource: str | None = None) -> Callable[[F], F]:
         """Register completions for one argument of a prompt or resource template.
 
@@ -385,6 +425,29 @@ class Server:
         from .._cli.runner import run
 
         run(self, transport, **options)
+
+
+def _reaches(start: Server, target: Server) -> bool:
+    """Whether `start` is `target` or mounts it, however deep."""
+    seen, todo = set(), [start]
+    while todo:
+        server = todo.pop()
+        if server is target:
+            return True
+        if id(server) not in seen:
+            seen.add(id(server))
+            todo.extend(mount.other for mount in server.mounts.values())  # type: ignore[misc]
+    return False
+
+
+def _on_the_loop(start: Callable[[], None]) -> None:
+    """`start()` on the event loop: at once from the loop, through anyio from a worker thread (a sync tool)."""
+    try:
+        anyio.get_current_task()
+    except RuntimeError:
+        anyio.from_thread.run_sync(start)
+    else:
+        start()
 
 
 def _vacant(catalog: Catalog[Any], key: str, what: str, remover: str, replace: bool) -> None:
