@@ -165,8 +165,8 @@ class Gateway:
                     async with anyio.create_task_group() as following:
                         following.start_soon(self._follow, client)
                         await client.wait_gone()
+                        self.client, self._up = None, anyio.Event()  # at once, before closing it: new calls wait for the next one
                         following.cancel_scope.cancel()
-                    self.client, self._up = None, anyio.Event()  # before closing it: new calls wait for the next one
                     log.warning("the upstream server is gone; opening it again")
             except Exception as error:  # it could not start, or its lists could not be read
                 if not started.done():
