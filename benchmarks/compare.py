@@ -53,6 +53,7 @@ PEERS = {
     "mcpcore-extras": [f"{ROOT}[jwt]", "uvicorn==0.54.0", "httptools==0.9.0"],  # ASGI servers, JWT
     "mcp": ["mcp==2.3.0"],
     "fastmcp": ["fastmcp==4.2.3"],
+    "mcp-proxy": ["mcp-proxy==0.13.0"],  # a peer of the gateway (benchmarks/gateway.py)
 }
 SERVER_CPU, LOAD_CPU = 0, 1
 CONNECTIONS = (1, 16, 64, 256, 1000)
@@ -71,6 +72,7 @@ EXAMPLE = "mcpcore echo example (sync, 4 tools)"  # the small server whose start
 
 SHARED_START, SHARED_END = "<!-- sharedstate: written by benchmarks/sharedstate.py -->", "<!-- /sharedstate -->"
 SESSION_START, SESSION_END = "<!-- session_load: written by benchmarks/session_load.py -->", "<!-- /session_load -->"
+GATEWAY_START, GATEWAY_END = "<!-- gateway: written by benchmarks/gateway.py -->", "<!-- /gateway -->"
 FLEET_START, FLEET_END = "<!-- fleetlimits: written by benchmarks/fleetlimits.py -->", "<!-- /fleetlimits -->"
 Run = dict[str, Any]  # one measurement: rps, p50_ms, p99_ms, errors … or {"failed": why}
 STARTED = time.monotonic()
@@ -706,9 +708,10 @@ def main() -> None:
     Path(args.raw).parent.mkdir(parents=True, exist_ok=True)
     Path(args.raw).write_text(json.dumps(results, indent=1))
     (output.parent / "scale.svg").write_text(chart(scale_series(results["http"]), args.rounds))
-    previous = output.read_text() if output.exists() else ""  # sharedstate.py and session_load.py write their own sections
+    previous = output.read_text() if output.exists() else ""  # sharedstate.py, session_load.py, gateway.py, fleetlimits.py: their own
     kept = "".join("\n" + section for section in (shared_section(previous), marked_section(previous, SESSION_START, SESSION_END),
-                                                   marked_section(previous, FLEET_START, FLEET_END)) if section)
+                                                 marked_section(previous, GATEWAY_START, GATEWAY_END),
+                                                 marked_section(previous, FLEET_START, FLEET_END)) if section)
     output.write_text(report(harness, results, "scale.svg") + kept)
     progress(f"wrote {output} and {output.parent / 'scale.svg'}")
 

@@ -165,8 +165,8 @@ class Gateway:
                     async with anyio.create_task_group() as following:
                         following.start_soon(self._follow, client)
                         await client.wait_gone()
+                        self.client, self._up = None, anyio.Event()  # at once, before closing it: new calls wait for the next one
                         following.cancel_scope.cancel()
-                    self.client, self._up = None, anyio.Event()  # before closing it: new calls wait for the next one
                     log.warning("the upstream server is gone; opening it again")
             except Exception as error:  # it could not start, or its lists could not be read
                 if not started.done():
@@ -335,13 +335,13 @@ class Gateway:
             await relay(context, notification)
 
         try:
-            with anyio.fail_after(self.timeout):
+            # `fail_after`'s work without its wrappers (a context manager generator, backend look-ups): one per call
+            with anyio.CancelScope(deadline=anyio.current_time() + self.timeout):
                 return await client.send(method, params, progress="progressToken" in context.meta, on_notification=heard)
-        except TimeoutError:
-            raise McpError(INTERNAL_ERROR, f"the upstream server did not answer {method} within {self.timeout:g} s") from None
         except ConnectionError as gone:
             raise McpError(INTERNAL_ERROR, f"the upstream server went away during {method} ({gone}); "
                                            "the gateway is opening it again") from None
+        raise McpError(INTERNAL_ERROR, f"the upstream server did not answer {method} within {self.timeout:g} s")
 
     async def forward_asking(self, method: str, params: dict[str, Any], context: Context) -> dict[str, Any]:
         """`forward`, with the upstream's questions asked of the caller: an `input_required` result is

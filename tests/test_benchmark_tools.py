@@ -456,3 +456,30 @@ def test_every_piece_of_the_tools_call_path_runs_to_its_end_outside_an_event_loo
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT / "benchmarks", timeout=60)
     assert done.returncode == 0, done.stderr
     assert "'handle'" in done.stdout and "'toolcall'" in done.stdout
+
+
+@pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed")
+def test_the_gateway_benchmark_drives_a_real_gateway_on_both_wires_and_reports_each_figure() -> None:
+    """benchmarks/gateway.py's load on `mcpcore proxy` in front of the stdio bench server, briefly (no peers:
+    their venvs are the benchmark's own)."""
+    import gateway
+    import procs
+
+    port = procs.free_port()
+    serve = [sys.executable, "-m", "mcpcore", "proxy", "--transport", "http", "--port", str(port), "--",
+             sys.executable, "-m", "mcpcore", "run", compare.BENCH]
+    with procs.listening(serve, port, env={"MCPCORE_BENCH_ASYNC": "1"}, cwd=str(ROOT)) as process:
+        measured = {wire: gateway.drive(f"http://127.0.0.1:{port}/mcp", process.pid, wire, [1, 4], 1, 0)
+                    for wire in (gateway.MODERN, gateway.SESSION)}
+    for wire, runs in measured.items():
+        assert [run.get("failed") for run in runs] == [None, None], wire
+        assert all(run["requests"] > 0 and run["errors"] == 0 and run["cpu_us_per_call"] > 0 for run in runs), runs
+    by_count = {wire: {"1": [runs[0]], "4": [runs[1]]} for wire, runs in measured.items()}
+    result = {"started": "s", "finished": "f", "machine": "m", "wrk": "w", "versions": "v", "load_average": ["1", "1"],
+              "rounds": 1, "seconds": 1, "warmup": 0, "connections": [1, 4],
+              "runs": {gateway.GATEWAY: by_count, gateway.DIRECT: by_count}}  # the gateway against itself: ratios of 1
+    section = gateway.report(result)
+    assert section.startswith(gateway.START) and section.rstrip().endswith(gateway.END)
+    assert f"| gateway {gateway.MODERN} ÷ {gateway.DIRECT} {gateway.MODERN} | 1.00 | 1.00 |" in section
+    assert f"| {gateway.SESSION} | 0 | 0 |" in section  # no latency, no CPU time added to itself
+    assert f"| {gateway.MCP_PROXY} | {gateway.SESSION} | — (—) | — (—) | 0 |" in section  # not measured, said so

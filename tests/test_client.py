@@ -102,6 +102,36 @@ async def test_a_server_that_dies_mid_call_fails_every_pending_call_clearly() ->
             await client.call_tool("echo", {"text": "late"})
 
 
+# A stdio server that reads one request, closes its stdin, says so, and runs on without answering.
+CLOSES_STDIN = """
+import os, sys, time
+sys.stdin.buffer.readline()
+os.close(0)
+print('{"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "closed"}}', flush=True)
+time.sleep(60)
+"""
+
+
+async def test_a_server_that_closes_its_stdin_fails_every_call_in_flight_not_only_the_next() -> None:
+    closed = anyio.Event()
+    failures: list[BaseException] = []
+
+    async def call(client: Client, text: str) -> None:
+        try:
+            await client.call_tool("echo", {"text": text})
+        except ConnectionError as error:
+            failures.append(error)
+
+    async with Client.stdio([sys.executable, "-c", CLOSES_STDIN], on_log=lambda _: closed.set()) as client:
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(call, client, "read, never answered")
+                await closed.wait()
+                tasks.start_soon(call, client, "finds the stdin closed")
+    assert len(failures) == 2
+    assert all("the server's stdin is closed: every request in flight failed" in str(error) for error in failures)
+
+
 async def test_a_2025_session_answers_the_servers_question_while_other_calls_go_on() -> None:
     """The elicitation is answered in a task of its own: the answer waits for a call made after the question,
     which a reader blocked on the question could never finish."""

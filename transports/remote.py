@@ -213,22 +213,29 @@ class StdioChannel:
     def __init__(self, command: Sequence[str], env: Mapping[str, str] | None, cwd: str | None) -> None:
         self.command, self.env, self.cwd = list(command), env, cwd
         self.process: Any = None
-        self._lock = anyio.Lock()  # whole lines: one writer at a time
+        self._outgoing: list[bytes] | None = None  # lines gathered for the writer task; None: the next goes straight out
+        self._queued: anyio.Event | None = None  # set by a straight write: the writer task's cue (made in `open`)
         self._mux = Multiplexer(self._write)
 
     async def open(self, answer: Answer | None = None, unowned: Unowned | None = None) -> None:
         env = None if self.env is None else {**os.environ, **self.env}
         self.process = await anyio.open_process(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                                 stderr=None, env=env, cwd=self.cwd)
+        self._queued = anyio.Event()
         await self._mux.start(answer, unowned)
         assert self._mux.tasks is not None
         self._mux.tasks.start_soon(self._read)
         self._mux.tasks.start_soon(self._watch)
+        self._mux.tasks.start_soon(self._send_queued)
 
     async def close(self) -> None:
         if self.process is None:
             return
         with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            if self._outgoing:  # gathered, not yet taken by the writer task: they still go, in order
+                data = b"".join(self._outgoing)
+                self._outgoing.clear()
+                await self.process.stdin.send(data)
             await self.process.stdin.aclose()  # the server's cue to end
         with anyio.move_on_after(5):
             await self.process.wait()
@@ -238,11 +245,41 @@ class StdioChannel:
         await self._mux.stop()
 
     async def _write(self, message: dict[str, Any]) -> None:
+        """One message as one line. The first of a turn of the event loop goes straight out; those after it in the
+        same turn are gathered and sent together by the writer task, so that many calls at once cost one write
+        and one wake-up of the server (whose answers then come together too), while a lone call waits for nothing.
+        Lines go out whole and in order: each write hands all of its bytes to the pipe's transport at once."""
+        if self._mux.broken is not None:
+            raise self._mux.broken
+        line = orjson.dumps(message) + b"\n"
+        if self._outgoing is not None:
+            self._outgoing.append(line)
+            return
+        self._outgoing = []
+        assert self._queued is not None
+        self._queued.set()  # the writer task ends the gathering once this turn is over
+        await self._send(line)
+
+    async def _send_queued(self) -> None:
+        """The writer task: what was gathered since the last straight write goes out in one write."""
+        assert self._queued is not None
+        while True:
+            await self._queued.wait()
+            self._queued = anyio.Event()
+            gathered, self._outgoing = self._outgoing, None
+            if gathered:
+                try:
+                    await self._send(b"".join(gathered))
+                except ConnectionError:
+                    return  # every request in flight failed with it
+
+    async def _send(self, data: bytes) -> None:
+        """A stdin that cannot be written fails every request in flight: nothing more can reach the server."""
         try:
-            async with self._lock:
-                await self.process.stdin.send(orjson.dumps(message) + b"\n")
+            await self.process.stdin.send(data)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            raise self._mux.broken or ConnectionError("the server's stdin is closed") from None
+            self._mux.fail(ConnectionError("the server's stdin is closed: every request in flight failed"))
+            raise self._mux.broken from None
 
     async def _watch(self) -> None:
         """A server that exits fails the requests in flight, even while a child of its own keeps its stdout
@@ -261,10 +298,11 @@ class StdioChannel:
             except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
                 break
             buffer += chunk
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                if line.strip():
-                    await self._mux.route_bytes(line, "a line")
+            if b"\n" in chunk:
+                *lines, buffer = buffer.split(b"\n")  # one split per chunk, however many lines it ends
+                for line in lines:
+                    if line.strip():
+                        await self._mux.route_bytes(line, "a line")
         with anyio.move_on_after(1):
             await self.process.wait()
         status = self.process.returncode
