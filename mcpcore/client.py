@@ -285,19 +285,27 @@ class Client:
         session from then on. What `initialize` answered."""
         if era not in LEGACY_VERSIONS:
             raise ValueError(f"a 2025-era session is one of {', '.join(LEGACY_VERSIONS)}, not {era!r}")
-        self.era, self.legacy = era, True
+        self.legacy = True
+        self._speak(era)
         self.capabilities = {**self._capabilities(), **({"extensions": self.capabilities["extensions"]}
                                                         if "extensions" in self.capabilities else {})}
+        await self._initialize()
+        return self.server_info
+
+    def _speak(self, era: str) -> None:
+        """Use 2025-era revision `era` from now on: validation, and an HTTP channel's MCP-Protocol-Version header."""
+        self.era = era
         if self._validate is not None:
             self._validate = _validator(era)
         if hasattr(self._channel, "version"):
-            self._channel.version = era  # an HTTP channel's MCP-Protocol-Version header
-        await self._initialize()
-        return self.server_info
+            self._channel.version = era
 
     async def _initialize(self) -> None:
         params = {"protocolVersion": self.era, "capabilities": self.capabilities, "clientInfo": self.client_info}
         self.server_info = (await self.request("initialize", params)).result
+        answered = self.server_info.get("protocolVersion")
+        if answered != self.era and answered in LEGACY_VERSIONS:  # the server's choice holds for the session
+            self._speak(answered)
         await self.notify("notifications/initialized")
         if self.log_level is not None:
             await self.request("logging/setLevel", {"level": self.log_level})

@@ -113,7 +113,7 @@ class Gateway:
             raise ValueError("the upstream timeout must be a positive number of seconds")
         self.connect = connect
         self.timeout = timeout
-        self.held = HeldCalls(timeout, hold)  # calls on a 2025-era upstream's session
+        self.held = HeldCalls(timeout, hold, self._changed)  # calls on a 2025-era upstream's session
         self.restart_delays = tuple(restart_delays) or RESTART_DELAYS
         self.server = Server(name, lifespan=self._lifespan, **server_options)
         self.server.offers_resources = True  # the upstream's resources come at start, and may come back after a restart
@@ -332,7 +332,7 @@ class Gateway:
             params = {**params, "_meta": meta}
 
         async def heard(notification: dict[str, Any]) -> None:
-            await relay(context, notification)
+            await relay(context, notification, self._changed)
 
         try:
             # `fail_after`'s work without its wrappers (a context manager generator, backend look-ups): one per call

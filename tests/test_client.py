@@ -277,3 +277,28 @@ async def test_a_retry_carries_no_request_state_when_the_server_gave_none(tmp_pa
     retried = json.loads(sent["content"][0]["text"])
     assert retried["inputResponses"] == {"q": {"action": "accept", "content": {"n": "Ada"}}}
     assert "requestState" not in retried
+
+
+OLDER_SERVER = r'''
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    if message["method"] == "initialize":
+        result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "older", "version": "1"}}
+    else:
+        result = {"content": [{"type": "text", "text": "ok"}]}
+    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+'''
+
+
+async def test_a_session_speaks_the_version_the_server_answered_initialize_with(tmp_path: Any) -> None:
+    """A server that supports only an older 2025-era revision answers `initialize` with it; the session is
+    then that revision's (its MCP-Protocol-Version header over HTTP, its schema when strict)."""
+    script = tmp_path / "older.py"
+    script.write_text(OLDER_SERVER)
+    with anyio.fail_after(20):
+        async with Client.stdio([sys.executable, str(script)], era="2025-11-25") as client:
+            assert client.era == "2025-06-18"
+            assert (await client.call_tool("x")).text == "ok"

@@ -46,7 +46,7 @@ async def test_a_2025_only_upstream_is_served_in_both_eras(tmp_path: Path, era: 
                     assert discovered["instructions"] == "A 2025-era test upstream."
                     assert "tools" in discovered["capabilities"]
                 names = {tool["name"] for tool in await client.list_tools()}
-                assert names == {"echo", "ask_name", "asking", "ask_model", "ask_roots", "slow_steps"}
+                assert names == {"echo", "ask_name", "asking", "ask_model", "ask_roots", "slow_steps", "grow"}
                 assert (await client.call_tool("echo", {"text": "héllo"})).text == "héllo"
                 assert (await client.call_tool("ask_name")).text == "hello Ada"
                 assert (await client.call_tool("ask_model", {"question": "everything"})).text == \
@@ -235,4 +235,17 @@ async def test_an_upstream_silent_to_the_probe_is_taken_for_a_2025_era_one(tmp_p
     async with Client(gateway.server) as client:
         with anyio.fail_after(30):
             assert (await client.call_tool("echo", {"text": "late but there"})).text == "late but there"
-            assert gateway.client is not None and gateway.client.era == "2025-11-25"
+            assert gateway.client is not None and gateway.client.era == "2025-06-18"  # the version its initialize answered
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_list_change_announced_during_a_call_is_followed(tmp_path: Path, era: str) -> None:
+    """The upstream's `tools/list_changed` comes with the call that made it (the only one in flight): it is
+    the gateway's to follow, not the call's to drop."""
+    async with proxy(tmp_path, UPSTREAM) as (url, _):
+        async with Client.http(url, era=era) as client:
+            with anyio.fail_after(60):
+                assert (await client.call_tool("grow", {"name": "late"})).text == "grown"
+                while "late" not in {tool["name"] for tool in await client.list_tools()}:
+                    await anyio.sleep(0.05)
+                assert (await client.call_tool("late")).text == "I am late"

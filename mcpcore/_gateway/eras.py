@@ -30,7 +30,7 @@ import itertools
 import logging
 import secrets
 from dataclasses import dataclass
-from typing import Any, Coroutine, Mapping
+from typing import Any, Awaitable, Callable, Coroutine, Mapping
 
 import anyio
 
@@ -86,10 +86,15 @@ def wire_answer(answer: Any) -> dict[str, Any]:
     return {"roots": [{"uri": root.uri} if root.name is None else {"uri": root.uri, "name": root.name} for root in roots]}
 
 
-async def relay(context: Context | None, notification: dict[str, Any]) -> None:
-    """An upstream call's progress or log notification, to the client whose call it is (filtered by its level)."""
+async def relay(context: Context | None, notification: dict[str, Any],
+                elsewhere: Callable[[dict[str, Any]], Awaitable[None]] | None = None) -> None:
+    """An upstream call's progress or log notification, to the client whose call it is (filtered by its level).
+    Any other notification heard with the call (a list change, a resource update) is not the call's: to `elsewhere`."""
     relayed = notification.get("params") or {}
-    if context is None:
+    if notification.get("method") not in ("notifications/progress", "notifications/message"):
+        if elsewhere is not None:
+            await elsewhere(notification)
+    elif context is None:
         log.debug("the upstream said, while its caller was away: %s %s", notification.get("method"), relayed)
     elif notification.get("method") == "notifications/progress" and "progress" in relayed:
         await context.progress(relayed["progress"], relayed.get("total"), relayed.get("message"))
@@ -165,15 +170,25 @@ class HeldCall:
             if not answered.done():
                 answered.set_exception(McpError(INVALID_REQUEST, why))
         self.asked.clear()
+        queued = []  # questions not yet asked of the caller get the same error (the end marker stays queued)
+        while not self.events.empty():
+            queued.append(self.events.get_nowait())
+        for event in queued:
+            if event is None:
+                self.events.put_nowait(None)
+            elif not event[1].done():
+                event[1].set_exception(McpError(INVALID_REQUEST, why))
 
 
 class HeldCalls:
     """The calls forwarded on a 2025-era upstream session, and those of them held for their client's answer."""
 
-    def __init__(self, timeout: float, hold: float) -> None:
+    def __init__(self, timeout: float, hold: float,
+                 elsewhere: Callable[[dict[str, Any]], Awaitable[None]] | None = None) -> None:
         if hold <= 0:
             raise ValueError("the time a held upstream call waits for its client must be a positive number of seconds")
         self.timeout, self.hold = timeout, hold
+        self.elsewhere = elsewhere  # what hears the notifications a call carries that are not its own
         self.calls: dict[str, HeldCall] = {}  # every call in flight upstream, by key
         self.held: dict[str, HeldCall] = {}  # those waiting for their client's retry
 
@@ -235,7 +250,7 @@ class HeldCalls:
         call = HeldCall(f"{next(_KEYS)}-{secrets.token_urlsafe(12)}")
 
         async def heard(notification: dict[str, Any]) -> None:
-            await relay(call.context, notification)
+            await relay(call.context, notification, self.elsewhere)
 
         call.start(client.send(method, params, progress="progressToken" in context.meta, on_notification=heard))
         self.calls[call.key] = call

@@ -4,7 +4,7 @@ handshake-only loop (`serve_loop`, the loop its Streamable HTTP manager serves s
 
 Its tools ask the client the 2025 way, with server-to-client requests during the call: `ask_name`
 elicits a form, `ask_model` samples, `ask_roots` lists the roots; `slow_steps` reports progress
-and logs; `echo` answers at once; `asking` counts the `ask_name` calls waiting for their answer.
+and logs; `grow` adds a tool, announcing it during its own call; `echo` answers at once; `asking` counts the `ask_name` calls waiting for their answer.
 """
 
 from __future__ import annotations
@@ -72,6 +72,18 @@ async def slow_steps(steps: int, ctx: Context) -> str:
         await ctx.info(f"step {step + 1}")
         await anyio.sleep(0.05)
     return f"{steps} steps"
+
+
+@app.tool()
+async def grow(name: str, ctx: Context) -> str:
+    """Register a tool named `name` and announce the list change during this call, on its own stream."""
+
+    def grown() -> str:
+        return f"I am {name}"
+
+    app.add_tool(grown, name=name, description="added while serving")
+    await ctx.session.send_tool_list_changed()
+    return "grown"
 
 
 async def main() -> None:
