@@ -27,8 +27,16 @@ def test_a_cached_header_maps_as_a_decoded_one() -> None:
     assert not kept & {b"Bearer secret", b"s1", b"a", b"b"}
 
 
-def test_the_cache_stops_at_its_bound() -> None:
+def test_the_cache_stays_within_its_bound_and_a_client_cannot_fill_it_for_good() -> None:
     for number in range(exchange._DECODED_MAX + 50):
         headers, _, _ = header_map([(b"mcp-name", f"tool_{number}".encode())])
         assert headers == {"mcp-name": f"tool_{number}"}
-    assert len(exchange._DECODED) == exchange._DECODED_MAX
+        assert len(exchange._DECODED) <= exchange._DECODED_MAX
+    header_map([(b"mcp-name", b"echo")])
+    assert (b"mcp-name", b"echo") in exchange._DECODED  # a full table started again: new values are kept
+
+
+def test_a_long_value_is_decoded_each_time_not_kept() -> None:
+    long = b"agent/" + b"x" * exchange._DECODED_LONGEST
+    assert header_map([(b"user-agent", long)])[0] == {"user-agent": long.decode()}
+    assert not exchange._DECODED

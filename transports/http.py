@@ -99,8 +99,9 @@ class _Connection(WriteFlow, Exchange):
         checks and rebuilds every head, a third of an answer's cost); h11 is then told the response
         went out (`_answered`). Only for the common case: a POST on a connection h11 keeps alive,
         no CORS headers, the server not closing; anything else goes through h11."""
-        if (self._cors is not None or self.gone or self.transport is None or self.http.closing or self._method != "POST"
-                or self.h11.our_state is not h11.SEND_RESPONSE or not self.h11._cstate.keep_alive):
+        states = getattr(self.h11, "_cstate", None)  # h11's own state machine: private, so only where it is found
+        if (states is None or self._cors is not None or self.gone or self.transport is None or self.http.closing
+                or self._method != "POST" or self.h11.our_state is not h11.SEND_RESPONSE or not states.keep_alive):
             return super().whole(status, headers, body)
         lines = b"".join([name + b": " + value + b"\r\n" for name, value in headers])
         self.transport.write(b"HTTP/1.1 %d %s\r\n%s\r\n%s" % (status, REASONS.get(status, b""), lines, body))

@@ -94,13 +94,16 @@ def _session_header(session: Session) -> list[tuple[bytes, bytes]]:
 _REPEATED_VALUES = frozenset({"host", "content-type", "accept", "content-length", "mcp-protocol-version", "mcp-method",
                               "mcp-name", "user-agent", "accept-encoding", "connection"})
 _DECODED: dict[tuple[bytes, bytes], tuple[str, str, int]] = {}
-_DECODED_MAX = 512  # entries; once full, other values are decoded each time
+_DECODED_MAX = 512  # entries; a full table starts again, so no client can fill it for good
+_DECODED_LONGEST = 128  # bytes of a value kept: the repeated ones are short, and no entry is large
 
 
 def _decode_header(name: bytes, value: bytes) -> tuple[str, str, int]:
     """A header as `header_map` keeps it: lower-case name, value, size in bytes."""
     decoded = (name.decode("ascii").lower(), value.decode("latin-1"), len(name) + len(value) + 4)
-    if decoded[0] in _REPEATED_VALUES and len(_DECODED) < _DECODED_MAX:
+    if decoded[0] in _REPEATED_VALUES and len(value) <= _DECODED_LONGEST:
+        if len(_DECODED) >= _DECODED_MAX:
+            _DECODED.clear()
         _DECODED[name, value] = decoded
     return decoded
 
