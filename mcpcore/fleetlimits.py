@@ -102,8 +102,11 @@ class FleetLimiter:
 
     async def take(self, who: tuple[str, str], checks: list[Check]) -> Refusal | None:
         """Spend from every check in Redis (one round trip), or per process while Redis is away."""
-        if self._away_until is not None and time.monotonic() < self._away_until:
-            return self.local.take(who, checks)
+        if self._away_until is not None:
+            now = time.monotonic()
+            if now < self._away_until:
+                return self.local.take(who, checks)
+            self._away_until = now + RETRY_SECONDS  # this call tries Redis again; the others meanwhile stay local
         args: list[Any] = []
         for check in checks:
             args += ("r", repr(check.limit), check.burst) if check.kind == "rate" else ("q", int(check.limit), "")
