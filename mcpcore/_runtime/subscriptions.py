@@ -196,15 +196,15 @@ class LocalBus:
             subscriber.offer(change)
 
 
-def on_the_loop(deliver: Callable[[Change], None], change: Change) -> None:
-    """`deliver(change)` on the event loop: at once from the loop, through anyio from a worker thread
-    (a sync tool announcing a change)."""
+def on_the_loop(work: Callable[..., None], *args: Any) -> None:
+    """`work(*args)` on the event loop: at once from the loop, through anyio from a worker thread
+    (a sync tool announcing a change, or mounting a server)."""
     try:
         anyio.get_current_task()
     except RuntimeError:
-        anyio.from_thread.run_sync(deliver, change)
+        anyio.from_thread.run_sync(work, *args)
     else:
-        deliver(change)
+        work(*args)
 
 
 class Subscriptions:

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, AsyncContextManager, Awaitable, Callable, Protocol, Sequence, TypeVar, overload
 
-import anyio
-
 from .._app.catalog import CacheHints, Catalog
 from .._app.completions import Completions
 from .._app.prompts import Prompt
@@ -22,7 +20,7 @@ from .._runtime.call import Call, Writer
 from .._runtime.clientstate import ClientStateLimits, ClientStates
 from .._runtime.defaults import SUBSCRIPTION_MAX_URIS, SYNC_MAX_THREADS
 from .._runtime.lifespan import Lifespan
-from .._runtime.subscriptions import PROMPTS, RESOURCE, RESOURCES, TOOLS, Bus, Change, LocalBus, Subscriptions
+from .._runtime.subscriptions import PROMPTS, RESOURCE, RESOURCES, TOOLS, Bus, Change, LocalBus, Subscriptions, on_the_loop
 from .._runtime.threads import ThreadPool
 from .._wire.icons import Icon, icons_to_wire
 from .._wire.jsonrpc import META_SERVER_INFO
@@ -290,7 +288,7 @@ class Server:
         mount.attach(replace)
         self.mounts[prefix] = mount
         if self.lifespan.entered:
-            _on_the_loop(lambda: self.lifespan.spawn(mount.enter_in_background()))
+            on_the_loop(lambda: self.lifespan.spawn(mount.enter_in_background()))
 
     def unmount(self, prefix: str) -> None:
         """Stop serving what is mounted at `prefix`: its items leave the lists at once (announced); calls in
@@ -300,7 +298,7 @@ class Server:
             raise KeyError(f"nothing is mounted at {prefix!r}")
         mount.detach()
         if mount.entered:
-            _on_the_loop(lambda: self.lifespan.spawn(mount.retire()))
+            on_the_loop(lambda: self.lifespan.spawn(mount.retire()))
 
     def completion(self, *, argument: str, prompt: str | None = None, resource: str | None = None) -> Callable[[F], F]:
         """Register completions for one argument of a prompt or resource template.
@@ -439,16 +437,6 @@ def _reaches(start: Server, target: Server) -> bool:
             seen.add(id(server))
             todo.extend(mount.other for mount in server.mounts.values())  # type: ignore[misc]
     return False
-
-
-def _on_the_loop(start: Callable[[], None]) -> None:
-    """`start()` on the event loop: at once from the loop, through anyio from a worker thread (a sync tool)."""
-    try:
-        anyio.get_current_task()
-    except RuntimeError:
-        anyio.from_thread.run_sync(start)
-    else:
-        start()
 
 
 def _vacant(catalog: Catalog[Any], key: str, what: str, remover: str, replace: bool) -> None:
