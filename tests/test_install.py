@@ -68,6 +68,14 @@ def test_the_wheel_holds_mcpcore_transports_and_no_top_level_transports(wheel: P
     assert zipfile.ZipFile(wheel).read(top_level).split() == [b"mcpcore"]
 
 
+def test_the_wheel_holds_every_package_of_the_tree(wheel: Path) -> None:
+    """A subpackage missing from pyproject's list installs nothing, and an installed `mcpcore` then fails to import."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    tree = [init.relative_to(ROOT) for top in ("mcpcore", "transports") for init in (ROOT / top).rglob("__init__.py")]
+    installed = [str(Path("mcpcore") / init if init.parts[0] == "transports" else init) for init in tree]
+    assert installed and [name for name in installed if name not in names] == []
+
+
 def _fresh_venv(where: Path, wheel: Path) -> Path:
     venv.create(where, with_pip=False)
     python = where / "bin" / "python"
