@@ -195,6 +195,7 @@ class Client:
         self.elicit, self.sample, self.roots = elicit, sample, roots
         self.on_progress, self.on_log, self.on_notification = on_progress, on_log, on_notification
         self.on_request = on_request  # every server-to-client request but ping, before the callbacks
+        self.on_renewed: Callable[[], Any] | None = None  # after a forgotten 2025-era session is opened anew
         self.log_level = log_level
         self.principal, self.auth = (principal if principal is not None else getattr(auth, "subject", None)), auth
         self.client_info = dict(client_info)
@@ -353,7 +354,7 @@ class Client:
     async def wait_gone(self) -> None:
         """Return once the server is gone: a subprocess that exited or closed its stdout, an HTTP+SSE
         stream that ended, a Streamable HTTP server a request could not reach (or whose connection broke
-        during an answer). An in-memory server has no such moment: it waits until cancelled."""
+        before an answer's head). An in-memory server has no such moment: it waits until cancelled."""
         gone = getattr(self._channel, "gone", None)
         if gone is None:
             await anyio.sleep_forever()
@@ -419,13 +420,16 @@ class Client:
 
     async def _renew(self, expired: str) -> None:
         """A new 2025-era session over Streamable HTTP in place of the one the server answered 404 for
-        (as the specification says); requests that hear of the same 404 at once open one session."""
+        (as the specification says); requests that hear of the same 404 at once open one session. It is
+        initialized as the first was (its `log_level` set again), then `on_renewed` is called."""
         if self._renewing is None:
             self._renewing = anyio.Lock()
         async with self._renewing:
             if self._channel.session_id == expired:
                 self._channel.session_id = None
                 await self._initialize()
+                if self.on_renewed is not None:  # what the old session had learnt may differ now (a gateway re-reads)
+                    await run_callback(self.on_renewed)
 
     async def _answer_request(self, asked: dict[str, Any]) -> dict[str, Any]:
         """The response to what the server asked (a server-to-client request, or an input request)."""

@@ -152,6 +152,8 @@ class Gateway:
                     client = await client
                 if client.on_notification is None:
                     client.on_notification = self._changed
+                if client.on_renewed is None:  # a renewed 2025-era session may be a restarted server's: read again
+                    client.on_renewed = self._lists_changed
                 if client.on_request is None:  # a 2025-era upstream's requests, asked of the calling client
                     client.on_request = self.held.asked
                     client.capabilities.update(RELAYED_CAPABILITIES)
@@ -272,9 +274,11 @@ class Gateway:
         except McpError as error:
             log.warning("the upstream server refused subscriptions/listen (%s): its changes are not followed", error.message)
             await anyio.sleep_forever()  # not asked again until its resources change
-        except ConnectionError:
-            return  # gone: `_keep_up` starts it again
-        log.info("the upstream server ended its subscriptions/listen; listening again in %g s", LISTEN_AGAIN_DELAY)
+        except ConnectionError as broken:  # a server gone is found by the next listen, and `_keep_up` starts it again
+            log.info("the upstream server's subscriptions/listen broke (%s); listening again in %g s", broken,
+                     LISTEN_AGAIN_DELAY)
+        else:
+            log.info("the upstream server ended its subscriptions/listen; listening again in %g s", LISTEN_AGAIN_DELAY)
         await anyio.sleep(LISTEN_AGAIN_DELAY)
         scope.cancel()  # `_follow` opens the next one
 
@@ -290,6 +294,10 @@ class Gateway:
         announced, self._announced = self._announced, set()  # taken once read: a cancelled read loses none
         for kind in announced:  # passed on even when the lists read the same (it may have changed and back)
             self.server.bus.publish(Change(kind))
+
+    def _lists_changed(self) -> None:
+        """The upstream's lists may have changed unannounced: `_follow` reads them again."""
+        self._stale.set()
 
     async def _changed(self, notification: dict[str, Any]) -> None:
         """An upstream notification outside any call: a list change marks the lists stale (read again by
@@ -339,8 +347,7 @@ class Gateway:
             with anyio.CancelScope(deadline=anyio.current_time() + self.timeout):
                 return await client.send(method, params, progress="progressToken" in context.meta, on_notification=heard)
         except ConnectionError as gone:
-            raise McpError(INTERNAL_ERROR, f"the upstream server went away during {method} ({gone}); "
-                                           "the gateway is opening it again") from None
+            raise McpError(INTERNAL_ERROR, f"the upstream server went away during {method} ({gone})") from None
         raise McpError(INTERNAL_ERROR, f"the upstream server did not answer {method} within {self.timeout:g} s")
 
     async def forward_asking(self, method: str, params: dict[str, Any], context: Context) -> dict[str, Any]:

@@ -170,6 +170,22 @@ async def test_a_name_the_mounting_server_has_is_refused_at_mount_time_unless_re
             assert (await client.call_tool("weather_forecast", {"city": "Oslo"})).text.startswith("sunny in Oslo")
 
 
+async def test_a_replacement_that_cannot_be_mounted_leaves_the_mount_it_would_replace() -> None:
+    front, long_named = Server("front"), Server("long")
+    front.mount("weather", weather())
+
+    @long_named.tool(name="x" * 126)
+    def far() -> str:
+        return "far"
+
+    with pytest.raises(ValueError, match="mounting at 'weather'"):  # weather_xxx… is past 128 characters
+        front.mount("weather", long_named, replace=True)
+    assert "weather_forecast" in [tool.key for tool in front.tools] and "weather" in front.mounts
+    async with Client(front) as client:
+        with anyio.fail_after(LIMIT):
+            assert (await client.call_tool("weather_forecast", {"city": "Oslo"})).text.startswith("sunny in Oslo")
+
+
 @pytest.mark.parametrize("era", ERAS)
 async def test_the_mounting_servers_middleware_is_outermost_and_the_mounted_one_sees_its_own_names(era: str) -> None:
     seen: list[tuple[str, Any, Any]] = []

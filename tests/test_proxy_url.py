@@ -113,6 +113,73 @@ class Upstream:
             self._stopped.set()
 
 
+class CuttingRelay:
+    """A TCP relay on 127.0.0.1 to an upstream port that cuts a connection once its answer carries `marker`
+    (as an intermediary's idle timeout cuts one stream), and keeps every byte it passed each way.
+    It names the upstream's port in each request's Host (a loopback server serves only its own), as a
+    reverse proxy would; a request's head comes in one piece here."""
+
+    def __init__(self, tasks: anyio.abc.TaskGroup, marker: bytes) -> None:
+        self.tasks, self.marker = tasks, marker
+        self.asked, self.passed, self.cuts, self.port, self.upstream = b"", b"", 0, 0, 0
+        self.cut_at = 0  # how much had been asked when it cut
+
+    async def start(self) -> None:
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+        self.port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        self.tasks.start_soon(listener.serve, self._relay)
+
+    async def seen(self, text: bytes) -> None:
+        while text not in self.passed:
+            await anyio.sleep(0.01)
+
+    async def _relay(self, client: anyio.abc.SocketStream) -> None:
+        async with client, await anyio.connect_tcp("127.0.0.1", self.upstream) as upstream:
+            async with anyio.create_task_group() as pumps:
+                async def up() -> None:
+                    async for chunk in client:
+                        self.asked += chunk
+                        await upstream.send(chunk.replace(b"host: 127.0.0.1:%d" % self.port,
+                                                          b"host: 127.0.0.1:%d" % self.upstream))
+
+                async def down() -> None:
+                    async for chunk in upstream:
+                        await client.send(chunk)
+                        self.passed += chunk
+                        if self.marker in self.passed[-len(chunk) - len(self.marker):]:
+                            self.cuts, self.cut_at = self.cuts + 1, len(self.asked)
+                            pumps.cancel_scope.cancel()  # both sockets close: the answer ends midway
+
+                pumps.start_soon(up)
+                pumps.start_soon(down)
+
+
+async def test_an_answer_broken_midway_fails_its_call_only() -> None:
+    """The gateway's other calls in flight go on, on the same upstream client: it does not reconnect."""
+    async with anyio.create_task_group() as tasks:
+        relay = CuttingRelay(tasks, b'"cut-me"')
+        await relay.start()
+        async with running(build(), via="h11") as http:
+            relay.upstream = http.port
+            async with Client.stdio(proxy_command(f"http://127.0.0.1:{relay.port}/mcp")) as client:
+                with anyio.fail_after(60):
+                    stayed: list[str] = []
+
+                    async def stay() -> None:
+                        stayed.append((await client.call_tool("meet", {"label": "stay", "group": "g", "expected": 2})).text)
+
+                    async with anyio.create_task_group() as calls:
+                        calls.start_soon(stay)
+                        await relay.seen(b'"stay"')  # its progress came through: it is in flight
+                        with pytest.raises(McpError) as broken:
+                            await client.call_tool("meet", {"label": "cut-me", "group": "alone", "expected": 2})
+                        assert "broke during the answer to POST" in broken.value.message and relay.cuts == 1
+                        joined = await client.call_tool("meet", {"label": "join", "group": "g", "expected": 2})
+                    assert (joined.text, stayed) == ("join", ["stay"])
+                    assert b'"server/discover"' not in relay.asked[relay.cut_at:]  # no reconnection after the cut
+        tasks.cancel_scope.cancel()
+
+
 def with_a_new_tool() -> Server:
     """The upstream as it comes back: one tool more, which the gateway lists once it has reconnected."""
     server = build()
@@ -205,6 +272,28 @@ async def test_a_2025_session_the_server_forgot_is_opened_again() -> None:
                 again = await upstream.start()
                 assert (await client.call_tool("echo", {"text": "second"})).text == "second"
                 assert client._channel.session_id not in (None, old) and len(again.sessions) == 1
+        await upstream.stop()
+
+
+async def test_a_renewed_2025_session_is_set_up_again_and_its_lists_read_again() -> None:
+    """The gateway's upstream session forgotten (the server restarted, one tool more): the 404 opens a new
+    session, which gets the gateway's log level again, and the lists are read again."""
+    from mcpcore.gateway import Gateway
+
+    async with anyio.create_task_group() as tasks:
+        upstream = Upstream(tasks)
+        http = await upstream.start()
+        gateway = Gateway(lambda: Client.http(http.url, era="2025-11-25"), name="front", timeout=30)
+        async with running(gateway.server) as front, Client.http(front.url) as client:
+            with anyio.fail_after(60):
+                assert (await client.call_tool("echo", {"text": "first"})).text == "first"
+                await upstream.stop()
+                again = await upstream.start(with_a_new_tool)
+                assert (await client.call_tool("echo", {"text": "second"})).text == "second"
+                assert [session.log_level for session in again.sessions] == ["debug"]
+            with anyio.fail_after(10):
+                while "added" not in [tool["name"] for tool in await client.list_tools()]:
+                    await anyio.sleep(0.02)
         await upstream.stop()
 
 

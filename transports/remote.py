@@ -25,9 +25,12 @@ mirrors of a tool's `x-mcp-header` arguments (learned from `tools/list`); a
 2025-era session adds `Mcp-Session-Id`, and a server-to-client request in a
 response stream is answered with a POST of its own. A 404 to a request that named
 a session is `SessionExpired` (the client opens a new session and retries once).
-A server that cannot be reached, or whose connection breaks in the middle of an
-answer, is a `ConnectionError` that also sets `gone`: no stream's end would say
-so (a gateway reconnects once it is set).
+A server that cannot be reached, or whose connection breaks before an answer's
+head, is a `ConnectionError` that also sets `gone`: no stream's end would say so
+(a gateway reconnects once it is set). A connection that breaks in the middle of
+an answer fails that request only: an intermediary's idle timeout on one long
+stream says nothing of the server, and a server really gone is found by the
+next request.
 
 `transport_at(url)` is the specification's backwards-compatibility probe: a URL
 that answers a POST with 404 or 405 serves the HTTP+SSE transport, not
@@ -365,7 +368,7 @@ class HttpChannel:
 
     @property
     def gone(self) -> anyio.Event | None:
-        """Set once a request could not reach the server, or its connection broke during an answer."""
+        """Set once a request could not reach the server, or its connection broke before an answer's head."""
         return self._gone
 
     def _lost(self, error: str) -> ConnectionError:
@@ -449,8 +452,8 @@ class HttpChannel:
                 try:
                     event = await _next_event(stream, connection)
                 except (h11.RemoteProtocolError, anyio.BrokenResourceError, OSError) as error:
-                    raise self._lost(f"the connection to {self.authority} broke during the answer to {method}: "
-                                     f"{error}") from None
+                    raise ConnectionError(f"the connection to {self.authority} broke during the answer to {method}: "
+                                          f"{error}") from None
                 if isinstance(event, h11.Data):
                     buffer += event.data
                     if streaming:

@@ -118,7 +118,8 @@ async def settle_era(client: Client, timeout: float) -> dict[str, Any]:
         await client.fall_back()
     initialized = client.server_info
     if "logging" in (initialized.get("capabilities") or {}):
-        await client.request("logging/setLevel", {"level": "debug"})  # each caller's own level filters its logs
+        client.log_level = "debug"  # each caller's own level filters its logs; set again on a renewed session
+        await client.request("logging/setLevel", {"level": "debug"})
     return {"supportedVersions": [initialized.get("protocolVersion", client.era)],
             **{key: initialized[key] for key in ("capabilities", "instructions") if key in initialized},
             "_meta": {"io.modelcontextprotocol/serverInfo": initialized.get("serverInfo") or {}}}
@@ -296,6 +297,5 @@ class HeldCalls:
         try:
             return call.task.result()
         except ConnectionError as gone:
-            raise McpError(INTERNAL_ERROR, f"the upstream server went away during {method} ({gone}); "
-                                           "it is being started again") from None
+            raise McpError(INTERNAL_ERROR, f"the upstream server went away during {method} ({gone})") from None
 

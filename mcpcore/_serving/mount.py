@@ -209,9 +209,9 @@ class Mount:
     def _ours(self, found: Any) -> bool:
         return isinstance(found, _View) and found.mount is self
 
-    def attach(self, replace: bool) -> None:
-        """Put every view in the host's catalogs (a ValueError naming the first one whose key the host
-        already has, unless `replace`)."""
+    def planned(self, replace: bool) -> list[tuple[Catalog[Any], list[_View]]]:
+        """Every view with the host's catalog it goes in, the host untouched (a ValueError naming the first
+        one whose key the host already has, unless `replace`): a mount that fails changes nothing."""
         made = [(catalog, views) for kind in (TOOLS, PROMPTS, RESOURCES) for catalog, views in self.views(kind, True)]
         if not replace:
             for catalog, views in made:
@@ -220,7 +220,12 @@ class Mount:
                         raise ValueError(f"mounting at {self.prefix!r} would serve {view.key!r}, which server "
                                          f"{self.host.name!r} already has; pass replace=True to replace it, or choose "
                                          "another prefix")
-        for catalog, views in made:
+        return made
+
+    @staticmethod
+    def attach(planned: list[tuple[Catalog[Any], list[_View]]]) -> None:
+        """Put the planned views in the host's catalogs."""
+        for catalog, views in planned:
             for view in views:
                 catalog.add(view)
 

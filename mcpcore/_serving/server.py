@@ -279,13 +279,14 @@ class Server:
             raise TypeError(f"server.mount takes a Server or a Gateway, not {type(other).__name__}")
         if _reaches(other, self):
             raise ValueError(f"server {other.name!r} is, or mounts, server {self.name!r}: mounting it would loop")
-        if prefix in self.mounts:
-            if not replace:
-                raise ValueError(f"something is already mounted at {prefix!r}; pass replace=True to replace it, "
-                                 f"or call server.unmount({prefix!r}) first")
-            self.unmount(prefix)
+        if prefix in self.mounts and not replace:
+            raise ValueError(f"something is already mounted at {prefix!r}; pass replace=True to replace it, "
+                             f"or call server.unmount({prefix!r}) first")
         mount = Mount(self, prefix, other)
-        mount.attach(replace)
+        planned = mount.planned(replace)  # before the old mount leaves: a new one that cannot be made changes nothing
+        if prefix in self.mounts:
+            self.unmount(prefix)
+        mount.attach(planned)
         self.mounts[prefix] = mount
         if self.lifespan.entered:
             on_the_loop(lambda: self.lifespan.spawn(mount.enter_in_background()))
