@@ -39,6 +39,7 @@ Streamable HTTP.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import logging
@@ -74,14 +75,14 @@ class _Waiting:
     def __init__(self, request_id: Any, token: Any, heard: Heard, long_lived: bool = False) -> None:
         self.id, self.token, self.heard = request_id, token, heard
         self.long_lived = long_lived  # a subscriptions/listen: it owns only the notifications tagged with its id
-        self.done = anyio.Event()
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()  # an Event's work, without its wrapper
         self.response: dict[str, Any] | None = None
         self.error: BaseException | None = None
 
     def finish(self, response: dict[str, Any] | None = None, error: BaseException | None = None) -> None:
-        if not self.done.is_set():
+        if not self.done.done():
             self.response, self.error = response, error
-            self.done.set()
+            self.done.set_result(None)
 
 
 class Multiplexer:
@@ -119,7 +120,7 @@ class Multiplexer:
         waiting = self.waiting[message["id"]] = _Waiting(message["id"], token, heard, long_lived)
         try:
             await self.send(message)
-            await waiting.done.wait()
+            await waiting.done
         except anyio.get_cancelled_exc_class():
             if self.broken is None and self.tasks is not None:
                 # Sent from the channel's own tasks: a caller cancelled natively (asyncio's `task.cancel()`, as
@@ -256,15 +257,23 @@ class StdioChannel:
             raise self._mux.broken
         line = orjson.dumps(message) + b"\n"
         if self._outgoing is not None:
+            if not self._outgoing:
+                assert self._queued is not None
+                self._queued.set()  # the first line gathered wakes the writer task
             self._outgoing.append(line)
             return
         self._outgoing = []
-        assert self._queued is not None
-        self._queued.set()  # the writer task ends the gathering once this turn is over
+        asyncio.get_running_loop().call_soon(self._end_turn)
         await self._send(line)
 
+    def _end_turn(self) -> None:
+        """The turn of a straight write is over: with nothing gathered, the next write goes straight out (a
+        lone call wakes no task); with lines gathered, the writer task takes them and ends the gathering."""
+        if not self._outgoing:
+            self._outgoing = None
+
     async def _send_queued(self) -> None:
-        """The writer task: what was gathered since the last straight write goes out in one write."""
+        """The writer task: what was gathered after a straight write goes out in one write."""
         assert self._queued is not None
         while True:
             await self._queued.wait()
