@@ -211,20 +211,36 @@ class Multiplexer:
             waiting.finish(error=error)
 
 
+class _ExitHeard(asyncio.subprocess.SubprocessStreamProtocol):
+    """asyncio's protocol for a subprocess, saying when it exits: `Process.wait` also waits for its pipes to
+    close, which a child of the server holding its stdout would keep open."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=2 ** 16, loop=loop)
+        self.exited = asyncio.Event()
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        self.exited.set()
+
+
 class StdioChannel:
     """A server in a subprocess, over its stdin and stdout (one JSON-RPC message per line)."""
 
     def __init__(self, command: Sequence[str], env: Mapping[str, str] | None, cwd: str | None) -> None:
         self.command, self.env, self.cwd = list(command), env, cwd
-        self.process: Any = None
+        self.process: asyncio.subprocess.Process | None = None  # asyncio's own: anyio's streams add a loop turn per write
+        self._exited = asyncio.Event()  # its protocol's, made in `open`
         self._outgoing: list[bytes] | None = None  # lines gathered for the writer task; None: the next goes straight out
         self._queued: anyio.Event | None = None  # set by a straight write: the writer task's cue (made in `open`)
         self._mux = Multiplexer(self._write)
 
     async def open(self, answer: Answer | None = None, unowned: Unowned | None = None) -> None:
         env = None if self.env is None else {**os.environ, **self.env}
-        self.process = await anyio.open_process(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                                stderr=None, env=env, cwd=self.cwd)
+        loop = asyncio.get_running_loop()
+        transport, protocol = await loop.subprocess_exec(lambda: _ExitHeard(loop), *self.command, stdin=subprocess.PIPE,
+                                                         stdout=subprocess.PIPE, stderr=None, env=env, cwd=self.cwd)
+        self.process, self._exited = asyncio.subprocess.Process(transport, protocol, loop), protocol.exited
         self._queued = anyio.Event()
         await self._mux.start(answer, unowned)
         assert self._mux.tasks is not None
@@ -235,17 +251,21 @@ class StdioChannel:
     async def close(self) -> None:
         if self.process is None:
             return
-        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        stdin = self.process.stdin
+        assert stdin is not None
+        with contextlib.suppress(OSError, RuntimeError):  # a pipe the server closed (RuntimeError: uvloop's)
             if self._outgoing:  # gathered, not yet taken by the writer task: they still go, in order
                 data = b"".join(self._outgoing)
                 self._outgoing.clear()
-                await self.process.stdin.send(data)
-            await self.process.stdin.aclose()  # the server's cue to end
+                stdin.write(data)
+                await stdin.drain()
+            stdin.close()  # the server's cue to end
+            await stdin.wait_closed()
         with anyio.move_on_after(5):
-            await self.process.wait()
+            await self._exited.wait()
         if self.process.returncode is None:
             self.process.kill()
-            await self.process.wait()
+            await self._exited.wait()
         await self._mux.stop()
 
     async def _write(self, message: dict[str, Any]) -> None:
@@ -287,27 +307,35 @@ class StdioChannel:
 
     async def _send(self, data: bytes) -> None:
         """A stdin that cannot be written fails every request in flight: nothing more can reach the server."""
+        assert self.process is not None and self.process.stdin is not None
         try:
-            await self.process.stdin.send(data)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            if self.process.stdin.is_closing():
+                raise BrokenPipeError
+            self.process.stdin.write(data)
+            await self.process.stdin.drain()
+        except (OSError, RuntimeError):  # a pipe the server closed (RuntimeError: uvloop's)
             self._mux.fail(ConnectionError("the server's stdin is closed: every request in flight failed"))
             raise self._mux.broken from None
 
     async def _watch(self) -> None:
         """A server that exits fails the requests in flight, even while a child of its own keeps its stdout
         open (so that no end of stream comes): the reader says so first when the end comes with the exit."""
-        status = await self.process.wait()
-        assert self._mux.gone is not None
+        await self._exited.wait()
+        assert self.process is not None and self._mux.gone is not None
+        status = self.process.returncode
         with anyio.move_on_after(1):
             await self._mux.gone.wait()
         self._mux.fail(ConnectionError(f"the server exited (exit status {status}): every request in flight failed"))
 
     async def _read(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
         buffer = b""
         while True:
             try:
-                chunk = await self.process.stdout.receive()
-            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                chunk = await self.process.stdout.read(65536)
+            except OSError:
+                break
+            if not chunk:
                 break
             buffer += chunk
             if b"\n" in chunk:
@@ -316,7 +344,7 @@ class StdioChannel:
                     if line.strip():
                         await self._mux.route_bytes(line, "a line")
         with anyio.move_on_after(1):
-            await self.process.wait()
+            await self._exited.wait()
         status = self.process.returncode
         self._mux.fail(ConnectionError(f"the server closed its stdout ({'still running' if status is None else f'exit status {status}'}): "
                                        f"every request in flight failed"))
