@@ -21,6 +21,7 @@ contextvars.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 import queue
@@ -119,6 +120,13 @@ class ThreadPool:
                 log.debug("a cancelled call left %s running in a worker thread (%d abandoned)", job.fn, self._abandoned)
 
     def _work(self) -> None:
+        with contextlib.ExitStack() as claim:
+            self._take_jobs(claim)
+
+    def _take_jobs(self, claim: contextlib.ExitStack) -> None:
+        """Run jobs until the thread retires. It stays claimed for a loop from one job of that loop to
+        the next (`claim` holds it), not per job: that cost a context manager, an import and a token."""
+        claimed: asyncio.AbstractEventLoop | None = None
         while True:
             try:
                 job = self._jobs.get(timeout=self.idle_timeout)
@@ -132,11 +140,14 @@ class ThreadPool:
             with self._lock:
                 job.started = not job.dropped
             if job.started:
-                with claim_worker_thread(self._backend, job.loop):
-                    try:
-                        job.result = job.context.run(job.fn, *job.args)
-                    except BaseException as error:
-                        job.error = error
+                if job.loop is not claimed:
+                    claim.close()
+                    claim.enter_context(claim_worker_thread(self._backend, job.loop))
+                    claimed = job.loop
+                try:
+                    job.result = job.context.run(job.fn, *job.args)
+                except BaseException as error:
+                    job.error = error
             with self._lock:
                 self._idle += 1
                 job.finished = True
