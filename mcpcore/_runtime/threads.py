@@ -37,21 +37,8 @@ __all__ = ["ThreadPool"]
 log = logging.getLogger("mcpcore.threads")
 
 
-class _Job:
-    __slots__ = ("loop", "future", "context", "fn", "args", "result", "error", "started", "finished", "dropped")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-        self.loop = loop
-        self.future: asyncio.Future[Any] = loop.create_future()
-        self.context = contextvars.copy_context()
-        self.fn = fn
-        self.args = args
-        self.result: Any = None
-        self.error: BaseException | None = None
-        # Set under the pool's lock:
-        self.started = False  # a worker has begun it
-        self.finished = False  # the function has returned or raised
-        self.dropped = False  # its caller went away
+_Job = tuple  # (its future, the caller's context, fn, args, kwargs): made and taken apart in C, no class of ours
+_NO_KWARGS: dict[str, Any] = {}  # never written to: `**` copies it
 
 
 class ThreadPool:
@@ -66,8 +53,8 @@ class ThreadPool:
         self._lock = threading.Lock()
         self._threads = 0  # alive
         self._idle = 0  # waiting for a job and not yet promised one
-        self._abandoned = 0  # running a job whose caller was cancelled
-        self._batches: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
+        self._running: set[asyncio.Future[Any]] = set()  # the futures of the jobs running now
+        self._batches: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, BaseException | None]]] = {}
         self._backend: Any = None
         self._warned = False  # about every thread being abandoned, since the last one came back
 
@@ -79,11 +66,20 @@ class ThreadPool:
     @property
     def abandoned(self) -> int:
         """Threads still running a function whose call was cancelled."""
-        return self._abandoned
+        return sum(future.cancelled() for future in tuple(self._running))
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """`fn(*args)` in a worker thread; cancelling the caller abandons (never kills) it."""
-        job = _Job(asyncio.get_running_loop(), fn, args)
+        return await self.submit(fn, args)
+
+    def submit(self, fn: Callable[..., Any], args: tuple[Any, ...] = (), kwargs: dict[str, Any] = _NO_KWARGS) -> asyncio.Future[Any]:
+        """`fn(*args, **kwargs)` queued for a worker thread, as a future of its value on this loop.
+
+        Cancelling the future (as cancelling a task awaiting it does) drops a job not yet started,
+        and abandons a started one (it runs on; threads.abandoned counts it). A worker reads the
+        future's state only to know whether its caller has gone."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
         if self._backend is None:
             self._backend = get_async_backend()
         with self._lock:
@@ -92,17 +88,13 @@ class ThreadPool:
                 self._idle -= 1
             elif start:
                 self._threads += 1
-            elif self._abandoned == self._threads and not self._warned:
+            elif not self._warned and self.abandoned == self._threads:
                 self._warned = True
                 log.warning("all %d sync worker threads are held by cancelled calls; sync work waits", self._threads)
         if start:
             self._start_thread()
-        self._jobs.put(job)
-        try:
-            return await job.future
-        except BaseException:
-            self._drop(job)
-            raise
+        self._jobs.put((future, contextvars.copy_context(), fn, args, kwargs))
+        return future
 
     def _start_thread(self) -> None:
         try:
@@ -111,13 +103,6 @@ class ThreadPool:
             with self._lock:
                 self._threads -= 1
             raise
-
-    def _drop(self, job: _Job) -> None:
-        with self._lock:
-            job.dropped = True
-            if job.started and not job.finished:
-                self._abandoned += 1
-                log.debug("a cancelled call left %s running in a worker thread (%d abandoned)", job.fn, self._abandoned)
 
     def _work(self) -> None:
         with contextlib.ExitStack() as claim:
@@ -129,7 +114,7 @@ class ThreadPool:
         claimed: asyncio.AbstractEventLoop | None = None
         while True:
             try:
-                job = self._jobs.get(timeout=self.idle_timeout)
+                future, context, fn, args, kwargs = self._jobs.get(timeout=self.idle_timeout)
             except queue.Empty:
                 with self._lock:
                     if self._idle:  # not promised to a queued job: retire
@@ -137,44 +122,50 @@ class ThreadPool:
                         self._threads -= 1
                         return
                 continue
-            with self._lock:
-                job.started = not job.dropped
-            if job.started:
-                if job.loop is not claimed:
-                    claim.close()
-                    claim.enter_context(claim_worker_thread(self._backend, job.loop))
-                    claimed = job.loop
-                try:
-                    job.result = job.context.run(job.fn, *job.args)
-                except BaseException as error:
-                    job.error = error
+            self._running.add(future)  # before its state is read: a caller that goes from here on abandons it
+            if future.cancelled():  # its caller went away while it was queued: never run
+                with self._lock:
+                    self._idle += 1
+                    self._running.discard(future)
+                del future, context, fn, args, kwargs
+                continue
+            loop = future.get_loop()
+            if loop is not claimed:
+                claim.close()
+                claim.enter_context(claim_worker_thread(self._backend, loop))
+                claimed = loop
+            error: BaseException | None = None
+            try:
+                result = context.run(fn, *args, **kwargs)
+            except BaseException as raised:
+                result, error = None, raised
             with self._lock:
                 self._idle += 1
-                job.finished = True
-                if job.dropped and job.started:
-                    self._abandoned -= 1
+                self._running.discard(future)
+                if future.cancelled():  # an abandoned job came back
                     self._warned = False
-                batch = self._batches.get(job.loop)
+                    log.debug("%s returned in a worker thread after its call was cancelled", fn)
+                batch = self._batches.get(loop)
                 if batch is None:
-                    self._batches[job.loop] = [job]
+                    self._batches[loop] = [(future, result, error)]
                 else:
-                    batch.append(job)
+                    batch.append((future, result, error))
             if batch is None:
                 try:
-                    job.loop.call_soon_threadsafe(self._settle, job.loop)
+                    loop.call_soon_threadsafe(self._settle, loop)
                 except RuntimeError:  # that loop has closed: nobody is waiting
                     with self._lock:
-                        self._batches.pop(job.loop, None)
-            del job, batch
+                        self._batches.pop(loop, None)
+            del future, context, fn, args, kwargs, result, error, batch
 
     def _settle(self, loop: asyncio.AbstractEventLoop) -> None:
         """On `loop`: hand every finished job in its batch to its caller."""
         with self._lock:
             batch = self._batches.pop(loop)
-        for job in batch:
-            if job.future.done():
+        for future, result, error in batch:
+            if future.done():  # cancelled: its caller has gone
                 continue
-            if job.error is None:
-                job.future.set_result(job.result)
+            if error is None:
+                future.set_result(result)
             else:
-                job.future.set_exception(job.error)
+                future.set_exception(error)
