@@ -6,6 +6,7 @@ behind a real HTTP server on 127.0.0.1.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import logging
 import threading
@@ -205,3 +206,32 @@ def test_inline_is_refused_for_an_async_tool() -> None:
 
     with pytest.raises(ValueError, match="inline=True is for sync functions"):
         server.add_tool(already_on_the_loop, inline=True)
+
+
+def test_a_thread_claimed_for_one_loop_serves_the_next_one() -> None:
+    """A worker stays claimed for anyio from one job of a loop to the next: a job of another loop
+    (a second `anyio.run` on the same pool) must reach that loop, not the first, closed one."""
+    pool = ThreadPool(max_threads=1)
+
+    async def current_loop() -> object:
+        return asyncio.get_running_loop()
+
+    async def reached_from_a_worker() -> tuple[object, object]:
+        return await pool.run(anyio.from_thread.run, current_loop), asyncio.get_running_loop()
+
+    for _ in range(2):
+        reached, loop = anyio.run(reached_from_a_worker)
+        assert reached is loop
+    assert pool.threads == 1
+
+
+async def test_a_submitted_job_takes_keyword_arguments_and_a_cancelled_one_never_runs() -> None:
+    pool = ThreadPool(max_threads=1)
+    release, ran = threading.Event(), []
+    held = pool.submit(release.wait)
+    dropped = pool.submit(ran.append, ("dropped",))
+    dropped.cancel()  # while queued behind the held job
+    release.set()
+    assert await held is True
+    assert await pool.submit(dict, (), {"text": "hi"}) == {"text": "hi"}
+    assert ran == [] and pool.abandoned == 0
