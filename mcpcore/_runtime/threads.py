@@ -8,14 +8,16 @@ job joins its loop's batch of results; only the job that opens a batch wakes
 the loop, which then settles every future in it, so a burst of completions
 costs one wake-up, not one each.
 
-Cancelling the awaiting call drops a job not yet started. A started one cannot
-be stopped: its thread is *abandoned* and keeps counting against
-`max_threads` until the function returns, so cancelled calls can never grow
-the thread count past the bound (`abandoned` says how many are held).
+Cancelling the awaiting call (which cancels the job's future) drops a job not
+yet started. A started one cannot be stopped: its thread is *abandoned* and
+keeps counting against `max_threads` until the function returns, so cancelled
+calls can never grow the thread count past the bound (`abandoned` says how many
+are held). A worker reads the future's state for that; nothing else of the
+future is touched off its loop.
 
 Worker threads are claimed for anyio, so `anyio.from_thread.run(ctx.progress, 1)`
-works from a sync function, and each job runs in a copy of the caller's
-contextvars.
+works from a sync function (a thread stays claimed for a loop from one of its
+jobs to the next), and each job runs in a copy of the caller's contextvars.
 """
 
 from __future__ import annotations
