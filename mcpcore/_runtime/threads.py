@@ -26,21 +26,40 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import os
 import queue
 import threading
+import weakref
 from typing import Any, Callable
 
 from anyio._core._eventloop import claim_worker_thread, get_async_backend  # the one way to serve anyio.from_thread
 
-from .defaults import SYNC_IDLE_TIMEOUT, SYNC_MAX_THREADS
+from .defaults import SYNC_IDLE_TIMEOUT, SYNC_MAX_THREADS, portable_forced
 
 __all__ = ["ThreadPool"]
 
 log = logging.getLogger("mcpcore.threads")
 
 
-_Job = tuple  # (its future, the caller's context, fn, args, kwargs): made and taken apart in C, no class of ours
+_Job = tuple  # (its future, the caller's context, fn, args, kwargs, its loop's waker): made and taken apart in C
 _NO_KWARGS: dict[str, Any] = {}  # never written to: `**` copies it
+_Finished = tuple  # (a job's future, its value, what it raised)
+
+
+class _Waker:
+    """How worker threads wake one loop for its finished jobs, and the batch waiting for it.
+
+    An `eventfd` the loop reads (`add_reader`) where there is one: a wake-up is one write and
+    one read. Else the loop's `call_soon_threadsafe`, whose self-pipe costs a `Handle` per
+    wake-up and a `BlockingIOError` raised and caught in each read of it. It holds no reference
+    to its loop: the pool keeps wakers by weak reference to their loops, and a loop's `eventfd`
+    is closed once the loop is gone (no job, hence no worker, refers to it by then)."""
+
+    __slots__ = ("fd", "batch")
+
+    def __init__(self, fd: int | None) -> None:
+        self.fd = fd
+        self.batch: list[_Finished] | None = None  # set under the pool's lock
 
 
 class ThreadPool:
@@ -56,7 +75,8 @@ class ThreadPool:
         self._threads = 0  # alive
         self._idle = 0  # waiting for a job and not yet promised one
         self._running: set[asyncio.Future[Any]] = set()  # the futures of the jobs running now
-        self._batches: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, BaseException | None]]] = {}
+        self._wakers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Waker] = weakref.WeakKeyDictionary()
+        self._last: tuple[Callable[[], Any], _Waker | None] = (lambda: None, None)  # the last loop (weakly) and its waker
         self._backend: Any = None
         self._warned = False  # about every thread being abandoned, since the last one came back
 
@@ -82,6 +102,9 @@ class ThreadPool:
         future's state only to know whether its caller has gone."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
+        last_loop, waker = self._last
+        if last_loop() is not loop:
+            waker = self._waker_for(loop)
         if self._backend is None:
             self._backend = get_async_backend()
         with self._lock:
@@ -95,8 +118,33 @@ class ThreadPool:
                 log.warning("all %d sync worker threads are held by cancelled calls; sync work waits", self._threads)
         if start:
             self._start_thread()
-        self._jobs.put((future, contextvars.copy_context(), fn, args, kwargs))
+        self._jobs.put((future, contextvars.copy_context(), fn, args, kwargs, waker))
         return future
+
+    def _waker_for(self, loop: asyncio.AbstractEventLoop) -> _Waker:
+        try:
+            waker = self._wakers.get(loop)
+            if waker is None:
+                waker = self._wakers[loop] = _Waker(None)
+                waker.fd = self._eventfd(loop, waker)
+            self._last = (weakref.ref(loop), waker)
+        except TypeError:  # a loop that takes no weak reference: woken through call_soon_threadsafe
+            waker = _Waker(None)
+        return waker
+
+    def _eventfd(self, loop: asyncio.AbstractEventLoop, waker: _Waker) -> int | None:
+        """An `eventfd` that wakes `loop` for `waker`'s batch, closed when the loop is gone; None where
+        there is none (not Linux, `MCPCORE_PORTABLE=1`) or the loop reads no file descriptors."""
+        if not hasattr(os, "eventfd") or portable_forced():
+            return None
+        fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        try:
+            loop.add_reader(fd, self._settle, waker)
+        except NotImplementedError:  # e.g. a proactor loop
+            os.close(fd)
+            return None
+        weakref.finalize(loop, os.close, fd)
+        return fd
 
     def _start_thread(self) -> None:
         try:
@@ -116,7 +164,7 @@ class ThreadPool:
         claimed: asyncio.AbstractEventLoop | None = None
         while True:
             try:
-                future, context, fn, args, kwargs = self._jobs.get(timeout=self.idle_timeout)
+                future, context, fn, args, kwargs, waker = self._jobs.get(timeout=self.idle_timeout)
             except queue.Empty:
                 with self._lock:
                     if self._idle:  # not promised to a queued job: retire
@@ -129,7 +177,7 @@ class ThreadPool:
                 with self._lock:
                     self._idle += 1
                     self._running.discard(future)
-                del future, context, fn, args, kwargs
+                del future, context, fn, args, kwargs, waker
                 continue
             loop = future.get_loop()
             if loop is not claimed:
@@ -147,24 +195,32 @@ class ThreadPool:
                 if future.cancelled():  # an abandoned job came back
                     self._warned = False
                     log.debug("%s returned in a worker thread after its call was cancelled", fn)
-                batch = self._batches.get(loop)
+                batch = waker.batch
                 if batch is None:
-                    self._batches[loop] = [(future, result, error)]
+                    waker.batch = [(future, result, error)]
                 else:
                     batch.append((future, result, error))
-            if batch is None:
-                try:
-                    loop.call_soon_threadsafe(self._settle, loop)
-                except RuntimeError:  # that loop has closed: nobody is waiting
-                    with self._lock:
-                        self._batches.pop(loop, None)
-            del future, context, fn, args, kwargs, result, error, batch
+            if batch is None:  # this job opened the batch: wake the loop
+                if waker.fd is not None:
+                    os.eventfd_write(waker.fd, 1)
+                else:
+                    try:
+                        loop.call_soon_threadsafe(self._settle, waker)
+                    except RuntimeError:  # that loop has closed: nobody is waiting
+                        with self._lock:
+                            waker.batch = None
+            del future, context, fn, args, kwargs, waker, result, error, batch
 
-    def _settle(self, loop: asyncio.AbstractEventLoop) -> None:
-        """On `loop`: hand every finished job in its batch to its caller."""
+    def _settle(self, waker: _Waker) -> None:
+        """On its loop: hand every finished job in `waker`'s batch to its caller."""
+        if waker.fd is not None:
+            try:
+                os.eventfd_read(waker.fd)  # before the batch is taken: a wake-up written after it is the next batch's
+            except BlockingIOError:  # nothing was written (none is expected): the batch says what there is
+                pass
         with self._lock:
-            batch = self._batches.pop(loop)
-        for future, result, error in batch:
+            batch, waker.batch = waker.batch, None
+        for future, result, error in batch or ():
             if future.done():  # cancelled: its caller has gone
                 continue
             if error is None:
