@@ -6,7 +6,8 @@ a hand-off, and a thread is started only when no idle one is left (up to
 `max_threads`; a thread idle for `idle_timeout` seconds retires). A finished
 job joins its loop's batch of results; only the job that opens a batch wakes
 the loop, which then settles every future in it, so a burst of completions
-costs one wake-up, not one each.
+costs one wake-up, not one each. The wake-up is an `eventfd` per loop where
+there is one (`_Waker`), else `call_soon_threadsafe`.
 
 Cancelling the awaiting call (which cancels the job's future) drops a job not
 yet started. A started one cannot be stopped: its thread is *abandoned* and
