@@ -6,8 +6,11 @@ behind a real HTTP server on 127.0.0.1.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
+import gc
 import logging
+import os
 import threading
 from typing import Any, Callable
 
@@ -205,3 +208,70 @@ def test_inline_is_refused_for_an_async_tool() -> None:
 
     with pytest.raises(ValueError, match="inline=True is for sync functions"):
         server.add_tool(already_on_the_loop, inline=True)
+
+
+def test_a_thread_claimed_for_one_loop_serves_the_next_one() -> None:
+    """A worker stays claimed for anyio from one job of a loop to the next: a job of another loop
+    (a second `anyio.run` on the same pool) must reach that loop, not the first, closed one."""
+    pool = ThreadPool(max_threads=1)
+
+    async def current_loop() -> object:
+        return asyncio.get_running_loop()
+
+    async def reached_from_a_worker() -> tuple[object, object]:
+        return await pool.run(anyio.from_thread.run, current_loop), asyncio.get_running_loop()
+
+    for _ in range(2):
+        reached, loop = anyio.run(reached_from_a_worker)
+        assert reached is loop
+    assert pool.threads == 1
+
+
+async def test_a_submitted_job_takes_keyword_arguments_and_a_cancelled_one_never_runs() -> None:
+    pool = ThreadPool(max_threads=1)
+    release, ran = threading.Event(), []
+    held = pool.submit(release.wait)
+    dropped = pool.submit(ran.append, ("dropped",))
+    dropped.cancel()  # while queued behind the held job
+    release.set()
+    assert await held is True
+    assert await pool.submit(dict, (), {"text": "hi"}) == {"text": "hi"}
+    assert ran == [] and pool.abandoned == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "eventfd"), reason="the eventfd waker is Linux's")
+def test_a_loops_eventfd_is_closed_once_the_loop_is_gone() -> None:
+    """Each loop a pool serves gets an eventfd of its own to be woken through; one per loop that is
+    still alive, so a pool serving loop after loop holds no more descriptors than it started with."""
+    pool = ThreadPool(max_threads=2)
+
+    async def burst() -> list[int]:
+        async with anyio.create_task_group() as tasks:
+            for n in range(20):
+                tasks.start_soon(pool.run, abs, -n)
+        return [await pool.run(abs, -n) for n in range(3)]
+
+    def descriptors() -> int:
+        gc.collect()
+        return len(os.listdir("/proc/self/fd"))
+
+    assert anyio.run(burst) == [0, 1, 2]
+    before = descriptors()
+    for _ in range(5):
+        assert anyio.run(burst) == [0, 1, 2]
+    assert descriptors() <= before
+
+
+async def test_without_an_eventfd_the_loop_is_woken_through_call_soon_threadsafe(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MCPCORE_PORTABLE", "1")  # what the portable paths use, as on a platform without eventfd
+    pool = ThreadPool(max_threads=4)
+    results: list[int] = []
+
+    async def one(n: int) -> None:
+        results.append(await pool.submit(pow, (n, 2)))
+
+    async with anyio.create_task_group() as tasks:
+        for n in range(200):
+            tasks.start_soon(one, n)
+    assert sorted(results) == [n * n for n in range(200)]
+    assert all(waker.fd is None for waker in pool._wakers.values())

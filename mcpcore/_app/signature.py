@@ -161,7 +161,7 @@ class FunctionInfo:
             return self.fn(**kwargs)  # type: ignore[no-any-return]
         if self.inline:
             return _ready(self.fn(**kwargs))
-        return context.threads.run(functools.partial(self.fn, **kwargs))
+        return context.threads.submit(self.fn, (), kwargs)
 
     async def _start_resolving(self, kwargs: dict[str, Any], context: Context) -> Any:
         """`start` for a function with dependencies: they are made first, on the event loop (a sync

@@ -6,51 +6,61 @@ a hand-off, and a thread is started only when no idle one is left (up to
 `max_threads`; a thread idle for `idle_timeout` seconds retires). A finished
 job joins its loop's batch of results; only the job that opens a batch wakes
 the loop, which then settles every future in it, so a burst of completions
-costs one wake-up, not one each.
+costs one wake-up, not one each. The wake-up is an `eventfd` per loop where
+there is one (`_Waker`), else `call_soon_threadsafe`.
 
-Cancelling the awaiting call drops a job not yet started. A started one cannot
-be stopped: its thread is *abandoned* and keeps counting against
-`max_threads` until the function returns, so cancelled calls can never grow
-the thread count past the bound (`abandoned` says how many are held).
+Cancelling the awaiting call (which cancels the job's future) drops a job not
+yet started. A started one cannot be stopped: its thread is *abandoned* and
+keeps counting against `max_threads` until the function returns, so cancelled
+calls can never grow the thread count past the bound (`abandoned` says how many
+are held). A worker reads the future's state for that; nothing else of the
+future is touched off its loop.
 
 Worker threads are claimed for anyio, so `anyio.from_thread.run(ctx.progress, 1)`
-works from a sync function, and each job runs in a copy of the caller's
-contextvars.
+works from a sync function (a thread stays claimed for a loop from one of its
+jobs to the next), and each job runs in a copy of the caller's contextvars.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
+import os
 import queue
 import threading
+import weakref
 from typing import Any, Callable
 
 from anyio._core._eventloop import claim_worker_thread, get_async_backend  # the one way to serve anyio.from_thread
 
-from .defaults import SYNC_IDLE_TIMEOUT, SYNC_MAX_THREADS
+from .defaults import SYNC_IDLE_TIMEOUT, SYNC_MAX_THREADS, portable_forced
 
 __all__ = ["ThreadPool"]
 
 log = logging.getLogger("mcpcore.threads")
 
 
-class _Job:
-    __slots__ = ("loop", "future", "context", "fn", "args", "result", "error", "started", "finished", "dropped")
+_Job = tuple  # (its future, the caller's context, fn, args, kwargs, its loop's waker): made and taken apart in C
+_NO_KWARGS: dict[str, Any] = {}  # never written to: `**` copies it
+_Finished = tuple  # (a job's future, its value, what it raised)
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-        self.loop = loop
-        self.future: asyncio.Future[Any] = loop.create_future()
-        self.context = contextvars.copy_context()
-        self.fn = fn
-        self.args = args
-        self.result: Any = None
-        self.error: BaseException | None = None
-        # Set under the pool's lock:
-        self.started = False  # a worker has begun it
-        self.finished = False  # the function has returned or raised
-        self.dropped = False  # its caller went away
+
+class _Waker:
+    """How worker threads wake one loop for its finished jobs, and the batch waiting for it.
+
+    An `eventfd` the loop reads (`add_reader`) where there is one: a wake-up is one write and
+    one read. Else the loop's `call_soon_threadsafe`, whose self-pipe costs a `Handle` per
+    wake-up and a `BlockingIOError` raised and caught in each read of it. It holds no reference
+    to its loop: the pool keeps wakers by weak reference to their loops, and a loop's `eventfd`
+    is closed once the loop is gone (no job, hence no worker, refers to it by then)."""
+
+    __slots__ = ("fd", "batch")
+
+    def __init__(self, fd: int | None) -> None:
+        self.fd = fd
+        self.batch: list[_Finished] | None = None  # set under the pool's lock
 
 
 class ThreadPool:
@@ -65,8 +75,9 @@ class ThreadPool:
         self._lock = threading.Lock()
         self._threads = 0  # alive
         self._idle = 0  # waiting for a job and not yet promised one
-        self._abandoned = 0  # running a job whose caller was cancelled
-        self._batches: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
+        self._running: set[asyncio.Future[Any]] = set()  # the futures of the jobs running now
+        self._wakers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Waker] = weakref.WeakKeyDictionary()
+        self._last: tuple[Callable[[], Any], _Waker | None] = (lambda: None, None)  # the last loop (weakly) and its waker
         self._backend: Any = None
         self._warned = False  # about every thread being abandoned, since the last one came back
 
@@ -78,11 +89,23 @@ class ThreadPool:
     @property
     def abandoned(self) -> int:
         """Threads still running a function whose call was cancelled."""
-        return self._abandoned
+        return sum(future.cancelled() for future in tuple(self._running))
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """`fn(*args)` in a worker thread; cancelling the caller abandons (never kills) it."""
-        job = _Job(asyncio.get_running_loop(), fn, args)
+        return await self.submit(fn, args)
+
+    def submit(self, fn: Callable[..., Any], args: tuple[Any, ...] = (), kwargs: dict[str, Any] = _NO_KWARGS) -> asyncio.Future[Any]:
+        """`fn(*args, **kwargs)` queued for a worker thread, as a future of its value on this loop.
+
+        Cancelling the future (as cancelling a task awaiting it does) drops a job not yet started,
+        and abandons a started one (it runs on; threads.abandoned counts it). A worker reads the
+        future's state only to know whether its caller has gone."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        last_loop, waker = self._last
+        if last_loop() is not loop:
+            waker = self._waker_for(loop)
         if self._backend is None:
             self._backend = get_async_backend()
         with self._lock:
@@ -91,17 +114,38 @@ class ThreadPool:
                 self._idle -= 1
             elif start:
                 self._threads += 1
-            elif self._abandoned == self._threads and not self._warned:
+            elif not self._warned and self.abandoned == self._threads:
                 self._warned = True
                 log.warning("all %d sync worker threads are held by cancelled calls; sync work waits", self._threads)
         if start:
             self._start_thread()
-        self._jobs.put(job)
+        self._jobs.put((future, contextvars.copy_context(), fn, args, kwargs, waker))
+        return future
+
+    def _waker_for(self, loop: asyncio.AbstractEventLoop) -> _Waker:
         try:
-            return await job.future
-        except BaseException:
-            self._drop(job)
-            raise
+            waker = self._wakers.get(loop)
+            if waker is None:
+                waker = self._wakers[loop] = _Waker(None)
+                waker.fd = self._eventfd(loop, waker)
+            self._last = (weakref.ref(loop), waker)
+        except TypeError:  # a loop that takes no weak reference: woken through call_soon_threadsafe
+            waker = _Waker(None)
+        return waker
+
+    def _eventfd(self, loop: asyncio.AbstractEventLoop, waker: _Waker) -> int | None:
+        """An `eventfd` that wakes `loop` for `waker`'s batch, closed when the loop is gone; None where
+        there is none (not Linux, `MCPCORE_PORTABLE=1`) or the loop reads no file descriptors."""
+        if not hasattr(os, "eventfd") or portable_forced():
+            return None
+        fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        try:
+            loop.add_reader(fd, self._settle, waker)
+        except NotImplementedError:  # e.g. a proactor loop
+            os.close(fd)
+            return None
+        weakref.finalize(loop, os.close, fd)
+        return fd
 
     def _start_thread(self) -> None:
         try:
@@ -111,17 +155,17 @@ class ThreadPool:
                 self._threads -= 1
             raise
 
-    def _drop(self, job: _Job) -> None:
-        with self._lock:
-            job.dropped = True
-            if job.started and not job.finished:
-                self._abandoned += 1
-                log.debug("a cancelled call left %s running in a worker thread (%d abandoned)", job.fn, self._abandoned)
-
     def _work(self) -> None:
+        with contextlib.ExitStack() as claim:
+            self._take_jobs(claim)
+
+    def _take_jobs(self, claim: contextlib.ExitStack) -> None:
+        """Run jobs until the thread retires. It stays claimed for a loop from one job of that loop to
+        the next (`claim` holds it), not per job: that cost a context manager, an import and a token."""
+        claimed: asyncio.AbstractEventLoop | None = None
         while True:
             try:
-                job = self._jobs.get(timeout=self.idle_timeout)
+                future, context, fn, args, kwargs, waker = self._jobs.get(timeout=self.idle_timeout)
             except queue.Empty:
                 with self._lock:
                     if self._idle:  # not promised to a queued job: retire
@@ -129,41 +173,58 @@ class ThreadPool:
                         self._threads -= 1
                         return
                 continue
-            with self._lock:
-                job.started = not job.dropped
-            if job.started:
-                with claim_worker_thread(self._backend, job.loop):
-                    try:
-                        job.result = job.context.run(job.fn, *job.args)
-                    except BaseException as error:
-                        job.error = error
+            self._running.add(future)  # before its state is read: a caller that goes from here on abandons it
+            if future.cancelled():  # its caller went away while it was queued: never run
+                with self._lock:
+                    self._idle += 1
+                    self._running.discard(future)
+                del future, context, fn, args, kwargs, waker
+                continue
+            loop = future.get_loop()
+            if loop is not claimed:
+                claim.close()
+                claim.enter_context(claim_worker_thread(self._backend, loop))
+                claimed = loop
+            error: BaseException | None = None
+            try:
+                result = context.run(fn, *args, **kwargs)
+            except BaseException as raised:
+                result, error = None, raised
             with self._lock:
                 self._idle += 1
-                job.finished = True
-                if job.dropped and job.started:
-                    self._abandoned -= 1
+                self._running.discard(future)
+                if future.cancelled():  # an abandoned job came back
                     self._warned = False
-                batch = self._batches.get(job.loop)
+                    log.debug("%s returned in a worker thread after its call was cancelled", fn)
+                batch = waker.batch
                 if batch is None:
-                    self._batches[job.loop] = [job]
+                    waker.batch = [(future, result, error)]
                 else:
-                    batch.append(job)
-            if batch is None:
-                try:
-                    job.loop.call_soon_threadsafe(self._settle, job.loop)
-                except RuntimeError:  # that loop has closed: nobody is waiting
-                    with self._lock:
-                        self._batches.pop(job.loop, None)
-            del job, batch
+                    batch.append((future, result, error))
+            if batch is None:  # this job opened the batch: wake the loop
+                if waker.fd is not None:
+                    os.eventfd_write(waker.fd, 1)
+                else:
+                    try:
+                        loop.call_soon_threadsafe(self._settle, waker)
+                    except RuntimeError:  # that loop has closed: nobody is waiting
+                        with self._lock:
+                            waker.batch = None
+            del future, context, fn, args, kwargs, waker, result, error, batch
 
-    def _settle(self, loop: asyncio.AbstractEventLoop) -> None:
-        """On `loop`: hand every finished job in its batch to its caller."""
+    def _settle(self, waker: _Waker) -> None:
+        """On its loop: hand every finished job in `waker`'s batch to its caller."""
+        if waker.fd is not None:
+            try:
+                os.eventfd_read(waker.fd)  # before the batch is taken: a wake-up written after it is the next batch's
+            except BlockingIOError:  # nothing was written (none is expected): the batch says what there is
+                pass
         with self._lock:
-            batch = self._batches.pop(loop)
-        for job in batch:
-            if job.future.done():
+            batch, waker.batch = waker.batch, None
+        for future, result, error in batch or ():
+            if future.done():  # cancelled: its caller has gone
                 continue
-            if job.error is None:
-                job.future.set_result(job.result)
+            if error is None:
+                future.set_result(result)
             else:
-                job.future.set_exception(job.error)
+                future.set_exception(error)
