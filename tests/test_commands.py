@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 import orjson
+import pytest
 
 from conftest import ROOT
 
@@ -75,3 +77,16 @@ def test_read_and_prompt() -> None:
 def test_call_passes_text_as_typed_to_a_text_parameter() -> None:
     assert mcpcore("call", ECHO, "echo", "text=42").stdout == "42\n"
     assert mcpcore("call", ECHO, "echo", "text=true").stdout == "true\n"
+
+
+@pytest.mark.parametrize("command", [["inspect", ECHO], ["inspect", ECHO, "--json"], ["call", ECHO, "echo", "text=hi"]])
+def test_a_reader_that_left_is_no_traceback(command: list[str]) -> None:
+    """`mcpcore inspect app.py | head -1`: the pipe's reader is gone before the listing is written."""
+    reader, writer = os.pipe()
+    os.close(reader)  # gone before anything is written: every write to the pipe fails
+    try:
+        ended = subprocess.run([sys.executable, "-m", "mcpcore", *command], stdout=writer, stderr=subprocess.PIPE,
+                               text=True, timeout=60, cwd=ROOT)
+    finally:
+        os.close(writer)
+    assert ended.returncode == 1 and ended.stderr == ""

@@ -296,15 +296,27 @@ def _inner_loop(server: Server, args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="mcpcore: %(message)s")
     try:
         if args.command == "inspect":
-            return commands.inspect(server, args.json)
-        if args.command == "call":
-            return commands.call(server, args.tool, args.arguments)
-        if args.command == "read":
-            return commands.read(server, args.uri)
-        return commands.prompt(server, args.name, args.arguments)
+            status = commands.inspect(server, args.json)
+        elif args.command == "call":
+            status = commands.call(server, args.tool, args.arguments)
+        elif args.command == "read":
+            status = commands.read(server, args.uri)
+        else:
+            status = commands.prompt(server, args.name, args.arguments)
+        sys.stdout.flush()  # a reader that left is found here, not at exit
+        return status
     except ValueError as error:
         print(f"mcpcore: {error}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """stdout's reader left (`mcpcore inspect app.py | head -1`): status 1 and no traceback, as other tools do;
+    stdout goes to /dev/null, so that what is still buffered cannot fail again at exit."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 1
 
 
 def main(argv: Sequence[str] | None = None) -> None:
