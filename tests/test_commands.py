@@ -90,3 +90,9 @@ def test_a_reader_that_left_is_no_traceback(command: list[str]) -> None:
     finally:
         os.close(writer)
     assert ended.returncode == 1 and ended.stderr == ""
+
+
+@pytest.mark.parametrize(("command", "missing"), [(["call", ECHO], "tool"), (["prompt", ECHO], "name")])
+def test_a_missing_name_is_the_only_argument_said_to_be_required(command: list[str], missing: str) -> None:
+    said = mcpcore(*command)
+    assert said.returncode == 2 and said.stderr.endswith(f"error: the following arguments are required: {missing}\n")

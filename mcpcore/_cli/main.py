@@ -192,14 +192,15 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     call = commands.add_parser("call", help="call one tool in this process and print its answer")
     call.add_argument("target")
     call.add_argument("tool")
-    call.add_argument("arguments", nargs="*", metavar="key=value", help="a value that parses as JSON is JSON")
+    # default=[]: argparse otherwise lists an absent `*` positional among the required ones
+    call.add_argument("arguments", nargs="*", default=[], metavar="key=value", help="a value that parses as JSON is JSON")
     read = commands.add_parser("read", help="read one resource in this process")
     read.add_argument("target")
     read.add_argument("uri")
     prompt = commands.add_parser("prompt", help="get one prompt in this process")
     prompt.add_argument("target")
     prompt.add_argument("name")
-    prompt.add_argument("arguments", nargs="*", metavar="key=value")
+    prompt.add_argument("arguments", nargs="*", default=[], metavar="key=value")
     for inner in (inspect, call, read, prompt):
         inner.add_argument("--log-level", choices=LEVELS, default="warning",
                            help="least severe diagnostics written to stderr (warning); debug adds tracebacks")
