@@ -297,27 +297,27 @@ def _inner_loop(server: Server, args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="mcpcore: %(message)s")
     try:
         if args.command == "inspect":
-            status = commands.inspect(server, args.json)
-        elif args.command == "call":
-            status = commands.call(server, args.tool, args.arguments)
-        elif args.command == "read":
-            status = commands.read(server, args.uri)
-        else:
-            status = commands.prompt(server, args.name, args.arguments)
-        sys.stdout.flush()  # a reader that left is found here, not at exit
-        return status
+            return commands.inspect(server, args.json)
+        if args.command == "call":
+            return commands.call(server, args.tool, args.arguments)
+        if args.command == "read":
+            return commands.read(server, args.uri)
+        return commands.prompt(server, args.name, args.arguments)
     except ValueError as error:
         print(f"mcpcore: {error}", file=sys.stderr)
         return 2
+
+
+def _printing(command: Callable[[], int]) -> int:
+    """`command()`'s status, for a command that prints its answer: a reader of stdout that left
+    (`mcpcore inspect app.py | head -1`) ends it with status 1 and no traceback, as other tools do."""
+    try:
+        status = command()
+        sys.stdout.flush()  # what is still buffered is written here, so a reader that left is found here, not at exit
+        return status
     except BrokenPipeError:
-        return _reader_gone()
-
-
-def _reader_gone() -> int:
-    """stdout's reader left (`mcpcore inspect app.py | head -1`): status 1 and no traceback, as other tools do;
-    stdout goes to /dev/null, so that what is still buffered cannot fail again at exit."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 1
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing buffered can fail again at exit
+        return 1
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -401,9 +401,10 @@ def _command(args: argparse.Namespace, argv: list[str], runner: argparse.Argumen
     if args.command == "config":
         from .clientconfig import configure
 
-        sys.exit(configure(*absolute_target(args.target), args.name or server.name, args.client, args.write))
+        sys.exit(_printing(lambda: configure(*absolute_target(args.target), args.name or server.name, args.client,
+                                             args.write)))
     if args.command not in ("run", "proxy"):
-        sys.exit(_inner_loop(server, args))
+        sys.exit(_printing(lambda: _inner_loop(server, args)))
     if args.command == "proxy" and args.workers > 1:
         sys.exit("mcpcore: proxy serves one upstream process: --workers is not supported")
     if args.transport != "http":
