@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 import orjson
+import pytest
 
 from conftest import ROOT
 
@@ -75,3 +77,28 @@ def test_read_and_prompt() -> None:
 def test_call_passes_text_as_typed_to_a_text_parameter() -> None:
     assert mcpcore("call", ECHO, "echo", "text=42").stdout == "42\n"
     assert mcpcore("call", ECHO, "echo", "text=true").stdout == "true\n"
+
+
+@pytest.mark.parametrize("buffered", [True, False], ids=["buffered", "unbuffered"])
+@pytest.mark.parametrize("command", [["inspect", ECHO], ["inspect", ECHO, "--json"], ["call", ECHO, "echo", "text=hi"],
+                                     ["config", ECHO, "--client", "vscode"]])
+def test_a_reader_that_left_is_no_traceback(command: list[str], buffered: bool) -> None:
+    """`mcpcore inspect app.py | head -1`: the pipe's reader is gone before the listing is written (by print
+    itself, unbuffered, or by the flush at exit)."""
+    environment = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    if not buffered:
+        environment["PYTHONUNBUFFERED"] = "1"
+    reader, writer = os.pipe()
+    os.close(reader)  # gone before anything is written: every write to the pipe fails
+    try:
+        ended = subprocess.run([sys.executable, "-m", "mcpcore", *command], stdout=writer, stderr=subprocess.PIPE,
+                               text=True, timeout=60, cwd=ROOT, env=environment)
+    finally:
+        os.close(writer)
+    assert ended.returncode == 1 and ended.stderr == ""
+
+
+@pytest.mark.parametrize(("command", "missing"), [(["call", ECHO], "tool"), (["prompt", ECHO], "name")])
+def test_a_missing_name_is_the_only_argument_said_to_be_required(command: list[str], missing: str) -> None:
+    said = mcpcore(*command)
+    assert said.returncode == 2 and said.stderr.endswith(f"error: the following arguments are required: {missing}\n")

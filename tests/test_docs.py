@@ -233,3 +233,16 @@ async def test_the_extensions_pages_example_answers_as_its_text_says() -> None:
             named = await client.post(say, mcp_headers(say, **{"mcp-name": "hi"}))
     assert [reply.json.get("error", {}).get("code") for reply in (missing, differing)] == [-32020, -32020]
     assert named.status == 200 and named.json["result"]["said"] == "hi"
+
+
+def test_the_testing_page_names_every_option_of_the_test_client() -> None:
+    """A test of a `Depends` factory or of per-client state needs `principal=`: no option is left for the
+    reader to find in the source."""
+    import inspect
+
+    from mcpcore.client import Client
+
+    options = [name for name, parameter in inspect.signature(Client.__init__).parameters.items()
+               if parameter.kind is parameter.KEYWORD_ONLY and not name.startswith("_")]
+    text = (DOCS / "testing.md").read_text(encoding="utf-8")
+    assert "principal" in options and [name for name in options if f"`{name}=" not in text] == []

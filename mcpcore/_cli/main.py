@@ -192,14 +192,15 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     call = commands.add_parser("call", help="call one tool in this process and print its answer")
     call.add_argument("target")
     call.add_argument("tool")
-    call.add_argument("arguments", nargs="*", metavar="key=value", help="a value that parses as JSON is JSON")
+    # default=[]: argparse otherwise lists an absent `*` positional among the required ones
+    call.add_argument("arguments", nargs="*", default=[], metavar="key=value", help="a value that parses as JSON is JSON")
     read = commands.add_parser("read", help="read one resource in this process")
     read.add_argument("target")
     read.add_argument("uri")
     prompt = commands.add_parser("prompt", help="get one prompt in this process")
     prompt.add_argument("target")
     prompt.add_argument("name")
-    prompt.add_argument("arguments", nargs="*", metavar="key=value")
+    prompt.add_argument("arguments", nargs="*", default=[], metavar="key=value")
     for inner in (inspect, call, read, prompt):
         inner.add_argument("--log-level", choices=LEVELS, default="warning",
                            help="least severe diagnostics written to stderr (warning); debug adds tracebacks")
@@ -307,6 +308,18 @@ def _inner_loop(server: Server, args: argparse.Namespace) -> int:
         return 2
 
 
+def _printing(command: Callable[[], int]) -> int:
+    """`command()`'s status, for a command that prints its answer: a reader of stdout that left
+    (`mcpcore inspect app.py | head -1`) ends it with status 1 and no traceback, as other tools do."""
+    try:
+        status = command()
+        sys.stdout.flush()  # what is still buffered is written here, so a reader that left is found here, not at exit
+        return status
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing buffered can fail again at exit
+        return 1
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser, runner = _parser()
@@ -388,9 +401,10 @@ def _command(args: argparse.Namespace, argv: list[str], runner: argparse.Argumen
     if args.command == "config":
         from .clientconfig import configure
 
-        sys.exit(configure(*absolute_target(args.target), args.name or server.name, args.client, args.write))
+        sys.exit(_printing(lambda: configure(*absolute_target(args.target), args.name or server.name, args.client,
+                                             args.write)))
     if args.command not in ("run", "proxy"):
-        sys.exit(_inner_loop(server, args))
+        sys.exit(_printing(lambda: _inner_loop(server, args)))
     if args.command == "proxy" and args.workers > 1:
         sys.exit("mcpcore: proxy serves one upstream process: --workers is not supported")
     if args.transport != "http":

@@ -88,11 +88,14 @@ def load(kinds: Mapping[str, Callable[[str], Any]], environ: Mapping[str, str] |
     return found
 
 
+_EXPECTED = {int: "expected a whole number", float: "expected a number"}  # said instead of int()'s own words
+
+
 def _parsed(kind: Callable[[str], Any], text: str, where: str) -> Any:
     try:
         return kind(text)
     except (TypeError, ValueError) as error:
-        raise SettingsError(f"{where}: {text!r} is not valid ({error})") from None
+        raise SettingsError(f"{where}: {text!r} is not valid ({_EXPECTED.get(kind, error)})") from None
 
 
 def _checked(dest: str, value: Any, kind: Callable[[str], Any], where: str) -> Any:

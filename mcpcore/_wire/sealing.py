@@ -50,9 +50,12 @@ class Sealer:
     """Seals and opens request state with HMAC-SHA256 under a key rotation list."""
 
     def __init__(self, keys: Sequence[str | bytes] | None = None, ttl_seconds: float = DEFAULT_TTL_SECONDS) -> None:
-        given = [k.encode() if isinstance(k, str) else bytes(k) for k in (keys or ())] or keys_from_env()
-        if any(len(k) < 16 for k in given):
-            raise ValueError("state keys must be at least 16 bytes long")
+        given = [k.encode() if isinstance(k, str) else bytes(k) for k in (keys or ())]
+        source = "state_keys" if given else KEYS_ENV  # named in the error: a bad key may come from either
+        given = given or keys_from_env()
+        short = [len(k) for k in given if len(k) < 16]
+        if short:
+            raise ValueError(f"{source}: every key must be at least 16 bytes long, not {short[0]}")
         self.configured = bool(given)
         self.keys = given or [os.urandom(32)]
         self.ttl_seconds = ttl_seconds
