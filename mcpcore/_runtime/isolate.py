@@ -105,7 +105,7 @@ class _Worker:
         await self.process.stdin.send(orjson.dumps(message) + b"\n")
 
     async def receive(self) -> dict[str, Any]:
-        """The next line, parsed (EndOfStream when the worker has gone)."""
+        """The next line, parsed (IncompleteRead or EndOfStream when the worker has gone)."""
         line = await self.lines.receive_until(b"\n", ISOLATE_MAX_LINE_BYTES)
         return orjson.loads(line)  # type: ignore[no-any-return]
 
@@ -166,7 +166,7 @@ class IsolatedPool:
                     answer = await self._answer(worker, notify)
             except TimeoutError:
                 raise ToolError(f"Tool {tool!r} timed out after {timeout:g} s; its worker process was killed") from None
-            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError):
                 await worker.kill()
                 raise ToolError(f"Tool {tool!r} failed: {worker.death()}; a new one takes its place") from None
             except anyio.DelimiterNotFound:
