@@ -5,6 +5,7 @@ worker is gone is read in /proc (a zombie counts as gone), so these run on Linux
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -231,7 +232,11 @@ async def test_a_worker_exits_when_its_server_is_killed() -> None:
             busy = int(progress[0]["params"]["message"])
             client.process.kill()  # SIGKILL: no lifespan end, the worker's stdin closes with the server
             await client.wait()
-            await until_gone(busy)
+            try:
+                await until_gone(busy)
+            finally:  # no orphan left behind, even when this fails
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(busy, signal.SIGKILL)
 
 
 def _nested() -> Any:
