@@ -16,7 +16,7 @@ SYNC_MAX_THREADS = 40  # worker threads at most, abandoned ones included
 SYNC_IDLE_TIMEOUT = 10.0  # seconds an idle worker thread lives
 
 # isolated tools (`@server.tool(isolate=True)`): worker processes
-ISOLATE_WORKERS = min(4, os.cpu_count() or 1)  # worker processes at most (`Server(isolate_workers=...)`); callers beyond wait
+ISOLATE_WORKERS = 4  # worker processes at most, fewer on a machine with fewer CPUs (`Server(isolate_workers=...)`)
 ISOLATE_START_TIMEOUT = 30.0  # seconds a new worker gets to start (its interpreter and mcpcore imported)
 ISOLATE_STOP_GRACE = 2.0  # seconds an idle worker gets to exit once its stdin closes, at shut-down, before SIGKILL
 ISOLATE_MAX_LINE_BYTES = 64 * MIB  # longest line a worker may send (a result, a progress or log message)

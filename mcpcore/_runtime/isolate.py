@@ -136,10 +136,10 @@ class _Worker:
 class IsolatedPool:
     """Up to `size` worker processes running isolated tools, started on first use and reused."""
 
-    def __init__(self, size: int = ISOLATE_WORKERS) -> None:
-        if size < 1:
+    def __init__(self, size: int | None = None) -> None:
+        if size is not None and size < 1:
             raise ValueError("isolate_workers must be at least 1")
-        self.size = size
+        self.size = size or min(ISOLATE_WORKERS, os.cpu_count() or 1)  # callers beyond it wait their turn
         self._idle: list[_Worker] = []
         self._alive: set[_Worker] = set()
         self._slots: anyio.Semaphore | None = None  # made on first use, in the serving event loop

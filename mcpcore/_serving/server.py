@@ -19,7 +19,7 @@ from .._app.resources import Resource, ResourceTemplate
 from .._app.tools import Tool
 from .._runtime.call import Call, Writer
 from .._runtime.clientstate import ClientStateLimits, ClientStates
-from .._runtime.defaults import ISOLATE_WORKERS, SUBSCRIPTION_MAX_URIS, SYNC_MAX_THREADS
+from .._runtime.defaults import SUBSCRIPTION_MAX_URIS, SYNC_MAX_THREADS
 from .._runtime.lifespan import Lifespan
 from .._runtime.isolate import IsolatedPool
 from .._runtime.subscriptions import PROMPTS, RESOURCE, RESOURCES, TOOLS, Bus, Change, LocalBus, Subscriptions, on_the_loop
@@ -96,7 +96,7 @@ class Server:
         max_subscriptions: int = 1000,
         max_subscription_uris: int = SUBSCRIPTION_MAX_URIS,
         max_threads: int = SYNC_MAX_THREADS,
-        isolate_workers: int = ISOLATE_WORKERS,
+        isolate_workers: int | None = None,
         lifespan: LifespanFactory | None = None,
         auth: Auth | None = None,
         metrics: bool = False,
@@ -128,7 +128,7 @@ class Server:
         self.prompts: Catalog[Prompt] = Catalog("prompts", page_size, self.cache, lambda: self._changed(PROMPTS))
         self.completions = Completions()
         self.threads = ThreadPool(max_threads)
-        self.isolated = IsolatedPool(isolate_workers)  # isolated tools' worker processes, stopped with the lifespan
+        self.isolated = IsolatedPool(isolate_workers)  # isolated tools' worker processes (None: min(4, CPUs)), stopped with the lifespan
         self.auth = auth  # HTTP requests need a bearer token it accepts (stdio is unauthenticated)
         self.middleware = tuple(middleware)  # around every call, the first one outermost (middleware.py)
         self.strict = strict  # arguments only as sent: no "41" read as 41 (a tool's strict= overrides it)
