@@ -172,8 +172,8 @@ class IsolatedPool:
             except anyio.DelimiterNotFound:
                 raise ToolError(f"Tool {tool!r} failed: its worker sent a line over {ISOLATE_MAX_LINE_BYTES} bytes") from None
             finally:
-                if answer is not None and answer.get("error") != "memory":
-                    self._idle.append(worker)
+                if answer is not None and answer.get("error") != "memory" and worker in self._alive:
+                    self._idle.append(worker)  # (not when `aclose` stopped it meanwhile)
                 else:  # timed out, cancelled, broken or out of memory: never reused
                     self._alive.discard(worker)
                     await worker.kill()
