@@ -7,7 +7,7 @@ import os
 import time
 from typing import Any
 
-from mcpcore import Context, Server
+from mcpcore import Context, Server, ToolError
 
 MIB = 1024 * 1024
 
@@ -55,6 +55,17 @@ def unserialisable() -> Any:
     return object()
 
 
+def allocate(mib: int) -> dict[str, int]:
+    """Holds `mib` MiB for a moment."""
+    return {"bytes": len(bytearray(mib * MIB)), "pid": os.getpid()}
+
+
+def refuse(why: str) -> str:
+    if why == "tool":
+        raise ToolError("not today")
+    raise ValueError("a bug")
+
+
 def make_server(**options: Any) -> Server:
     server = Server("isolated", **options)
     server.add_tool(worker_pid, isolate=True)
@@ -66,6 +77,9 @@ def make_server(**options: Any) -> Server:
     server.add_tool(chatty, isolate=True)
     server.add_tool(chatty_async, isolate=True)
     server.add_tool(unserialisable, isolate=True)
+    server.add_tool(allocate, isolate=True)
+    server.add_tool(allocate, name="allocate_capped", isolate=True, memory=256 * MIB)
+    server.add_tool(refuse, isolate=True)
     return server
 
 

@@ -181,6 +181,29 @@ async def test_a_result_that_is_not_json_is_a_clear_error(served: tuple[Server, 
     assert outcome.is_error and "its object result cannot cross as JSON" in outcome.text, outcome.text
 
 
+async def test_a_capped_call_leaves_the_next_uncapped_call_of_its_worker_free() -> None:
+    server = isolated_tools.make_server(isolate_workers=1)
+    try:
+        with anyio.fail_after(30):
+            async with running(server, via="h11") as http, http_client(http) as client:
+                capped = await client.call_tool("allocate_capped", {"mib": 1})
+                free = await client.call_tool("allocate", {"mib": 512})
+    finally:
+        await server.isolated.aclose()
+    assert not free.is_error, free.text
+    assert free.structured == {"bytes": 512 * isolated_tools.MIB, "pid": capped.structured["pid"]}
+
+
+async def test_what_the_function_raises_is_worded_as_in_process(served: tuple[Server, Any]) -> None:
+    _, http = served
+    with anyio.fail_after(30):
+        async with http_client(http) as client:
+            explained = await client.call_tool("refuse", {"why": "tool"})
+            bug = await client.call_tool("refuse", {"why": "bug"})
+    assert explained.is_error and explained.text == "not today"
+    assert bug.is_error and bug.text == "Error in tool 'refuse': ValueError: a bug"
+
+
 async def test_no_worker_is_left_after_the_server_stops() -> None:
     server = isolated_tools.make_server(isolate_workers=2)
     pids = Pids()

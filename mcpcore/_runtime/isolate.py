@@ -154,7 +154,7 @@ class IsolatedPool:
         """The function's answer: `{"result": value}` or `{"body": result}`; ToolError for a timeout, memory
         exhausted or a dead worker, `Raised` for what the function raised, McpError as it raised it."""
         if self._slots is None:
-            self._slots = anyio.Semaphore(self.size, fast_acquire=True)
+            self._slots = anyio.Semaphore(self.size)
         async with self._slots:  # waits while every worker is busy
             worker = self._idle.pop() if self._idle else await self._start(tool)
             answer: dict[str, Any] | None = None
