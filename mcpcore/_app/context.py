@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 from .._runtime.call import Call, Writer
 from .._runtime.clientstate import ClientState, ClientStates
+from .._runtime.isolate import IsolatedPool
 from .._runtime.lifespan import Lifespan
 from .._runtime.threads import ThreadPool
 from .._wire.jsonrpc import (
@@ -52,6 +53,7 @@ class Host(Protocol):
     strict: bool
     mask_errors: bool
     threads: ThreadPool
+    isolated: IsolatedPool
     lifespan: Lifespan[Any]
     client_states: ClientStates
 
@@ -114,6 +116,11 @@ class Context:
     def threads(self) -> ThreadPool:
         """The server's worker threads: `await ctx.threads.run(fn, *args)` runs blocking code off the loop."""
         return self._server.threads
+
+    @property
+    def isolated(self) -> IsolatedPool:
+        """The server's worker processes for isolated tools (`@server.tool(isolate=True)`)."""
+        return self._server.isolated
 
     @property
     def lifespan(self) -> Any:

@@ -14,6 +14,8 @@ from typing import Any, Callable, Sequence
 
 import orjson
 
+from .._runtime.defaults import MIB
+from .._runtime.isolate import Raised, Target, resource_limits_missing
 from .._wire.icons import Icon, icons_to_wire
 from .._wire.inputs import InputRequired
 from .._wire.jsonrpc import McpError, ToolError
@@ -61,6 +63,9 @@ class Tool:
         task: str = "forbidden",
         task_after_input: bool = False,
         icons: Sequence[Icon | dict[str, Any]] = (),
+        isolate: bool = False,
+        timeout: float | None = None,
+        memory: int | None = None,
     ) -> None:
         if task not in TASK_MODES:
             raise ValueError(f"task= is one of {', '.join(TASK_MODES)}; not {task!r}")
@@ -83,6 +88,13 @@ class Tool:
         # as it is, its coroutine awaited with no frame between (anything else through `FunctionInfo.start`).
         info = self.info
         self._direct = info.fn if info.is_async and info.context_param is None and not info.dependencies else None
+        self._start = info.start
+        self.isolated: Target | None = None  # where a worker process finds the function (isolate=True)
+        self.timeout, self.memory = timeout, memory
+        if isolate:
+            self._isolate(inline)
+        elif timeout is not None or memory is not None:
+            raise ValueError(f"tool {self.key!r}: timeout= and memory= are for a tool run in a worker process (isolate=True)")
         self.strict = strict  # None: the server's choice (`Server(strict=...)`)
         self.coercible = could_coerce(self.input_schema)
         self.headers: tuple[HeaderParam, ...] = header_params(self.key, self.input_schema)
@@ -130,12 +142,12 @@ class Tool:
                 hint = f" ({notes[0]})" if notes else ""
                 return _error_result(f"Invalid arguments for tool {self.key!r}: {violation}{hint}")
             try:
-                kwargs = dict(arguments) if self.raw_schema else self.info.convert(arguments)
+                kwargs = dict(arguments) if self.raw_schema or self.isolated else self.info.convert(arguments)
             except ValueError as error:
                 return _error_result(f"Invalid arguments for tool {self.key!r}: {error}")
         try:
             direct = self._direct
-            value = await (direct(**kwargs) if direct is not None else self.info.start(kwargs, context))
+            value = await (direct(**kwargs) if direct is not None else self._start(kwargs, context))
             if isinstance(value, InputRequired):  # returning it is the same as raising it
                 raise value
         except (McpError, InputRequired):
@@ -145,11 +157,42 @@ class Tool:
         except Exception as error:  # a bug in the tool: log it, tell the model, keep serving
             if not context.masks_errors:
                 log.exception("tool %r raised; the client gets an isError result", self.key)
-                return _error_result(f"Error in tool {self.key!r}: {type(error).__name__}: {error}")
+                kind = error.type_name if isinstance(error, Raised) else type(error).__name__
+                return _error_result(f"Error in tool {self.key!r}: {kind}: {error}")
             reference = secrets.token_hex(4)
             log.exception("tool %r raised (reference %s); the client gets a masked isError result", self.key, reference)
             return _error_result(f"Error in tool {self.key!r}: an internal error occurred (reference {reference})")
         return self.shape(value)
+
+    def _isolate(self, inline: bool) -> None:
+        """Refuse at registration what a worker process cannot run, and find where it will find the function."""
+        info, key = self.info, self.key
+        if inline:
+            raise ValueError(f"tool {key!r}: isolate=True runs it in a worker process; inline=True on the event loop")
+        if info.dependencies:
+            raise ValueError(f"tool {key!r}: isolate=True cannot make Depends() dependencies in a worker process")
+        if self.timeout is not None and not self.timeout > 0:
+            raise ValueError(f"tool {key!r}: timeout= is seconds, more than 0")
+        if self.memory is not None and (self.memory < MIB or resource_limits_missing()):
+            raise ValueError(f"tool {key!r}: memory= is bytes, at least 1 MiB, on a platform with RLIMIT_AS")
+        self.isolated = Target.of(info.fn, key)
+        self._direct = None
+        self._start = self._run_isolated  # type: ignore[assignment]
+
+    async def _run_isolated(self, arguments: dict[str, Any], context: Context) -> Any:
+        """The call in a worker process: JSON arguments there, its notices forwarded here, its value shaped here."""
+        facts = {"request_id": context.request_id, "meta": context.meta} if self.info.context_param else None
+
+        async def forward(notice: str, params: dict[str, Any]) -> None:
+            if notice == "progress":
+                await context.progress(params["progress"], params.get("total"), params.get("message"))
+            elif notice == "log":
+                await context.log(params["level"], params.get("data"), params.get("logger"))
+
+        assert self.isolated is not None
+        answer = await context.isolated.run(self.key, self.isolated, arguments, timeout=self.timeout, memory=self.memory,
+                                            convert=not self.raw_schema, context=facts, notify=forward)
+        return _Shaped(answer["body"]) if "body" in answer else answer["result"]
 
     def shape(self, value: Any) -> dict[str, Any]:
         if value.__class__ is str and not self.structured:  # the commonest answer, first
@@ -163,6 +206,16 @@ class Tool:
                 "structuredContent": structured,
             }
         return {"content": to_content(value)}
+
+
+class _Shaped(ToolResult):
+    """A result its worker process already shaped (the function returned a ToolResult or content helpers)."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.body = body
+
+    def to_result(self) -> dict[str, Any]:
+        return self.body
 
 
 def _is_content_type(hint: Any) -> bool:

@@ -15,6 +15,12 @@ MIB = 1024 * 1024
 SYNC_MAX_THREADS = 40  # worker threads at most, abandoned ones included
 SYNC_IDLE_TIMEOUT = 10.0  # seconds an idle worker thread lives
 
+# isolated tools (`@server.tool(isolate=True)`): worker processes
+ISOLATE_WORKERS = 4  # worker processes at most, fewer on a machine with fewer CPUs (`Server(isolate_workers=...)`)
+ISOLATE_START_TIMEOUT = 30.0  # seconds a new worker gets to start (its interpreter and mcpcore imported)
+ISOLATE_STOP_GRACE = 2.0  # seconds an idle worker gets to exit once its stdin closes, at shut-down, before SIGKILL
+ISOLATE_MAX_LINE_BYTES = 64 * MIB  # longest line a worker may send (a result, a progress or log message)
+
 # dependencies (`Depends`)
 DEPENDENCY_CLEANUP_TIMEOUT = 10.0  # seconds a call's generator dependencies get to clean up, shielded from its cancellation
 

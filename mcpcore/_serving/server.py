@@ -9,7 +9,8 @@ what is offered reaches open subscriptions through the bus.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, AsyncContextManager, Awaitable, Callable, Protocol, Sequence, TypeVar, overload
+import contextlib
+from typing import TYPE_CHECKING, Any, AsyncContextManager, AsyncIterator, Awaitable, Callable, Protocol, Sequence, TypeVar, overload
 
 from .._app.catalog import CacheHints, Catalog
 from .._app.completions import Completions
@@ -20,6 +21,7 @@ from .._runtime.call import Call, Writer
 from .._runtime.clientstate import ClientStateLimits, ClientStates
 from .._runtime.defaults import SUBSCRIPTION_MAX_URIS, SYNC_MAX_THREADS
 from .._runtime.lifespan import Lifespan
+from .._runtime.isolate import IsolatedPool
 from .._runtime.subscriptions import PROMPTS, RESOURCE, RESOURCES, TOOLS, Bus, Change, LocalBus, Subscriptions, on_the_loop
 from .._runtime.threads import ThreadPool
 from .._wire.icons import Icon, icons_to_wire
@@ -43,6 +45,16 @@ if TYPE_CHECKING:  # imported only where used: a server without them does not lo
 
 F = TypeVar("F", bound=Callable[..., Any])
 LifespanFactory = Callable[["Server"], AsyncContextManager[Any]]  # `Server(lifespan=...)`: start-up, yield, shut-down
+
+
+@contextlib.asynccontextmanager
+async def _within(server: Server) -> AsyncIterator[None]:
+    """What the lifespan holds inside the app's: the mounted servers', then the isolated tools' workers, stopped last."""
+    try:
+        async with mounted_lifespans(server):
+            yield
+    finally:
+        await server.isolated.aclose()
 
 
 class SharedState(Protocol):
@@ -84,6 +96,7 @@ class Server:
         max_subscriptions: int = 1000,
         max_subscription_uris: int = SUBSCRIPTION_MAX_URIS,
         max_threads: int = SYNC_MAX_THREADS,
+        isolate_workers: int | None = None,
         lifespan: LifespanFactory | None = None,
         auth: Auth | None = None,
         metrics: bool = False,
@@ -115,6 +128,7 @@ class Server:
         self.prompts: Catalog[Prompt] = Catalog("prompts", page_size, self.cache, lambda: self._changed(PROMPTS))
         self.completions = Completions()
         self.threads = ThreadPool(max_threads)
+        self.isolated = IsolatedPool(isolate_workers)  # isolated tools' worker processes (None: min(4, CPUs)), stopped with the lifespan
         self.auth = auth  # HTTP requests need a bearer token it accepts (stdio is unauthenticated)
         self.middleware = tuple(middleware)  # around every call, the first one outermost (middleware.py)
         self.strict = strict  # arguments only as sent: no "41" read as 41 (a tool's strict= overrides it)
@@ -131,7 +145,7 @@ class Server:
             self.metrics = Metrics()
         self.mounts: dict[str, Mount] = {}  # other servers served under a prefix, by prefix (`mount`)
         # every transport serves inside `async with server.lifespan`; the mounted servers' lifespans inside it
-        self.lifespan: Lifespan[Server] = Lifespan(self, lifespan, lambda: mounted_lifespans(self))
+        self.lifespan: Lifespan[Server] = Lifespan(self, lifespan, lambda: _within(self))
         self.client_states = ClientStates(client_state, store.client_states if store else None)  # `ctx.client_state`
         self.dispatcher = Dispatcher(self)
 
@@ -185,6 +199,8 @@ class Server:
         "required": a client that declared the Tasks extension gets a task to poll;
         default "forbidden"), task_after_input (gather MRTR input before becoming a task),
         icons (a list of `Icon`, shown beside the tool by clients that draw them),
+        isolate (True: run it in a worker process, killable; `timeout` seconds and `memory` bytes bound
+        each call: docs/tools.md, "Killable tools"),
         replace (True: take the place of a tool of the same name; without it that is a ValueError).
         """
         if fn is None:
