@@ -154,11 +154,15 @@ def test_the_arguments_digest_is_of_canonical_json() -> None:
 
 
 async def test_a_result_expires_after_the_tools_window() -> None:
+    now = [0.0]
     server = guarded()
+    server.idempotency.store = LocalOnceStore(clock=lambda: now[0])
     async with running(server) as served, http(served.port, token="ann") as ann:
+        assert text(await send(ann, "brief")) == text(await send(ann, "brief")) == "run 1: sent to ann@example.com"
+        now[0] += 0.19
         assert text(await send(ann, "brief")) == "run 1: sent to ann@example.com"
-        await anyio.sleep(0.4)  # twice the tool's window of 0.2 s
-        assert text(await send(ann, "brief")) == "run 2: sent to ann@example.com"
+        now[0] += 0.02  # past the tool's window of 0.2 s (the server's is 300 s)
+        assert text(await send(ann, "brief")) == text(await send(ann, "brief")) == "run 2: sent to ann@example.com"
 
 
 async def test_a_result_over_the_size_bound_is_returned_and_not_stored(caplog: pytest.LogCaptureFixture) -> None:
@@ -241,13 +245,15 @@ def test_the_annotation_follows_and_contradictions_are_refused() -> None:
 # -- across processes, on a real redis-server ---------------------------------------------------------------------
 
 
-def serve(redis: RedisServer, runs: Path, count: int = 2) -> list[tuple[int, subprocess.Popen[bytes]]]:
+def serve(redis: RedisServer, runs: Path, count: int = 2, log: Path | None = None) -> list[tuple[int, subprocess.Popen[bytes]]]:
+    """`count` processes serving the guarded server over HTTP with `--redis`; their ports and processes."""
     env = {**environment(), "MCPCORE_TEST_RUNS": str(runs)}
     started = []
     for _ in range(count):
         port = free_port()
-        started.append((port, subprocess.Popen(mcpcore_run(port, redis.url, TARGET), cwd=ROOT, env=env,
-                                               stderr=subprocess.DEVNULL)))
+        with open(log, "ab") if log else contextlib.nullcontext(subprocess.DEVNULL) as errors:  # type: ignore[attr-defined]
+            started.append((port, subprocess.Popen(mcpcore_run(port, redis.url, TARGET), cwd=ROOT, env=env,
+                                                   stderr=errors)))
     for port, _ in started:
         wait_until_accepting(port)
     return started
@@ -288,6 +294,28 @@ async def test_two_processes_sharing_redis_run_the_tool_once(redis_server: Redis
         seen.close()
 
 
+async def test_a_claim_is_renewed_while_its_tool_runs_past_the_lease(redis_server: RedisServer, tmp_path: Path) -> None:  # noqa: F811
+    runs = tmp_path / "runs"
+    hold = runs.with_suffix(".hold")
+    hold.touch()
+    started = serve(redis_server, runs)
+    try:
+        (a, _), (b, _) = started
+        results: list[dict[str, Any]] = []
+        async with http(a, token="ann") as on_a, http(b, token="ann") as on_b, anyio.create_task_group() as calls:
+            calls.start_soon(lambda: _append(results, send(on_a, "hold", key=KEY)))
+            with anyio.fail_after(20):
+                while not runs.exists():
+                    await anyio.sleep(0.02)
+            calls.start_soon(lambda: _append(results, send(on_b, "hold", key=KEY)))
+            await anyio.sleep(2.5)  # over twice the lease (1 s): the claimant renews it, so the repeat still waits
+            hold.unlink()
+        assert [text(result) for result in results] == ["run 2: sent to ann@example.com"] * 2
+        assert runs.read_text().splitlines() == ["hold started", "hold ann@example.com"]
+    finally:
+        stop(started)
+
+
 async def test_a_claim_whose_process_was_killed_is_taken_over_after_its_lease(
         redis_server: RedisServer, tmp_path: Path) -> None:  # noqa: F811
     runs = tmp_path / "runs"
@@ -309,6 +337,7 @@ async def test_a_claim_whose_process_was_killed_is_taken_over_after_its_lease(
             waiter: list[dict[str, Any]] = []
             calls.start_soon(lambda: _append(waiter, send(on_b, "hold", key=KEY)))
             await anyio.sleep(0.3)
+            assert runs.read_text().splitlines() == ["hold started"]  # the repeat waits
             first.kill()  # the claimant dies mid-run; its claim lapses after the lease (1 s)
             first.wait(10)
             hold.unlink()
@@ -320,3 +349,19 @@ async def test_a_claim_whose_process_was_killed_is_taken_over_after_its_lease(
         assert runs.read_text().splitlines() == ["hold started", "hold started", "hold ann@example.com"]
     finally:
         stop(started)
+
+
+async def test_while_redis_is_away_results_are_kept_per_process_with_one_warning(
+        redis_server: RedisServer, tmp_path: Path) -> None:  # noqa: F811
+    runs, log = tmp_path / "runs", tmp_path / "server.log"
+    started = serve(redis_server, runs, count=1, log=log)
+    try:
+        (port, _), = started
+        async with http(port, token="ann") as ann:
+            assert text(await send(ann, key=KEY)) == "run 1: sent to ann@example.com"
+            redis_server.stop()
+            assert text(await send(ann, key=KEY)) == text(await send(ann, key=KEY)) == "run 2: sent to ann@example.com"
+    finally:
+        stop(started)
+    lines = log.read_text(errors="replace").splitlines()
+    assert sum("idempotent tools: Redis is unreachable" in line for line in lines) == 1
