@@ -116,6 +116,21 @@ async def test_a_first_call_that_ends_in_a_protocol_error_stores_nothing_and_its
         assert text(await send(ann, "refused", key=KEY)) == "run 2: sent to ann@example.com"  # now stored
 
 
+@pytest.mark.parametrize("era", ["2026-07-28", LEGACY])
+async def test_a_question_for_the_client_is_not_stored_and_the_answered_run_is(era: str) -> None:
+    server = guarded()
+    asked: list[dict[str, Any]] = []
+
+    def elicit(params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params)
+        return {"action": "accept", "content": {"name": "Ann"}}
+
+    async with running(server) as served, http(served.port, token="ann", era=era, elicit=elicit) as ann:
+        first, again = await send(ann, "greet", key=KEY), await send(ann, "greet", key=KEY)
+        assert text(first) == text(again) == "run 1: Ann greets ann@example.com"
+        assert len(asked) == 1 and server.runs.lines == ["greet ann@example.com"]
+
+
 async def test_an_error_result_is_stored_too_since_the_side_effect_may_have_happened() -> None:
     server = guarded()
     async with running(server) as served, http(served.port, token="ann") as ann:

@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 
-from mcpcore import IdempotencyLimits, McpError, Server
+from mcpcore import Context, Elicit, IdempotencyLimits, InputRequired, McpError, Server
 from mcpcore.auth import AccessToken, Auth
 
 
@@ -87,6 +87,15 @@ def build(name: str = "idempotent", **options: Any) -> Server:
         while marker.exists():
             await anyio.sleep(0.02)
         return f"run {runs.record('hold ' + to)}: sent to {to}"
+
+    @server.tool(idempotent=True)
+    def greet(to: str, ctx: Context) -> str:
+        """Ask the client who sends (MRTR): the question is not stored, the answered run is."""
+        answer = ctx.answer("sender")
+        if answer is None:
+            raise InputRequired(sender=Elicit("Who sends?", {"type": "object", "properties": {"name": {"type": "string"}},
+                                                              "required": ["name"]}))
+        return f"run {runs.record('greet ' + to)}: {answer.content['name']} greets {to}"
 
     @server.tool
     def plain(to: str) -> str:
