@@ -248,11 +248,13 @@ def test_the_annotation_follows_and_contradictions_are_refused() -> None:
         return "charged"
 
     assert server.tools.get("charge").describe()["annotations"] == {"destructiveHint": True, "idempotentHint": True}
+    with pytest.raises(ValueError, match="positive numbers of seconds"):
+        IdempotencyLimits(window=0)
     for options, reason in (({"annotations": {"idempotentHint": False}}, "contradicts"),
                             ({"task": "optional"}, "cannot run as a task")):
         with pytest.raises(ValueError, match=reason):
             server.tool(idempotent=True, name="other", **options)(lambda: "x")
-    for window in (0, -1, "10", float("nan")):
+    for window in (0, -1, "10", float("nan"), float("inf")):
         with pytest.raises(ValueError, match="idempotent="):
             server.tool(idempotent=window, name="other")(lambda: "x")
 

@@ -9,6 +9,7 @@ can read; `McpError` passes through as a protocol error.
 from __future__ import annotations
 
 import logging
+import math
 import secrets
 from typing import Any, Callable, Sequence
 
@@ -122,7 +123,7 @@ class Tool:
         idempotent never reaches it); its annotations say `idempotentHint: true`."""
         name = self.key
         if idempotent is not True and (isinstance(idempotent, bool) or not isinstance(idempotent, (int, float))
-                                       or not idempotent > 0):
+                                       or not 0 < idempotent < math.inf):
             raise ValueError(f"tool {name!r}: idempotent= is True (the server's window) or a window in seconds > 0, "
                              f"not {idempotent!r}")
         if task != "forbidden":

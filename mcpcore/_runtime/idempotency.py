@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import logging
+import math
 import secrets
 import time
 from dataclasses import dataclass
@@ -45,8 +46,8 @@ class IdempotencyLimits:
     def __post_init__(self) -> None:
         if min(self.max_entries, self.max_bytes, self.max_result_bytes, self.max_key_length) < 1:
             raise ValueError("idempotency limits must be at least 1")
-        if self.window <= 0 or self.lease <= 0:
-            raise ValueError("an idempotency window and lease must be positive")
+        if not (0 < self.window < math.inf and 0 < self.lease < math.inf):
+            raise ValueError("an idempotency window and lease must be positive numbers of seconds")
 
 
 class Claim(Protocol):
