@@ -60,6 +60,7 @@ def text(result: dict[str, Any]) -> str:
     return result["content"][0]["text"]
 
 
+@pytest.mark.usefixtures("http_flavour")  # the built-in server and the ASGI adapter
 @pytest.mark.parametrize("era", ["2026-07-28", LEGACY])
 async def test_the_same_key_twice_runs_the_tool_once_and_both_calls_get_its_result(era: str) -> None:
     server = guarded()
@@ -204,6 +205,7 @@ async def test_the_store_keeps_at_most_its_count_and_bytes_dropping_the_oldest()
     assert store.bytes <= 100 and await store.claim("k0", limits) == b"y" * 90
 
 
+@pytest.mark.usefixtures("http_flavour")
 async def test_an_anonymous_caller_is_kept_apart_by_its_key_and_without_one_runs_each_time() -> None:
     server = build()
     async with running(server) as served, http(served.port) as first, http(served.port) as second:
