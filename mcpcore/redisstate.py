@@ -915,4 +915,5 @@ class _RedisClaim:
 
     async def settle(self, data: bytes | None, window: float) -> None:
         self._renewer.cancel()
-        await self._store.settle(self._key, self._token, data, window, self._limits)
+        with anyio.CancelScope(shield=True):  # a cancelled call still settles (bounded by the command timeout)
+            await self._store.settle(self._key, self._token, data, window, self._limits)

@@ -17,8 +17,8 @@ from typing import Any
 import anyio
 import pytest
 
-from conftest import ROOT, free_port
-from http_client import running
+from conftest import ROOT, free_port, meta, tool_call
+from http_client import HttpClient, mcp_headers, running
 from process_group import wait_until_accepting
 from servers.idempotent_server import build
 from test_redis import RedisServer, environment, mcpcore_run, redis_server  # noqa: F401  (a fixture)
@@ -130,6 +130,35 @@ async def test_a_question_for_the_client_is_not_stored_and_the_answered_run_is(e
         first, again = await send(ann, "greet", key=KEY), await send(ann, "greet", key=KEY)
         assert text(first) == text(again) == "run 1: Ann greets ann@example.com"
         assert len(asked) == 1 and server.runs.lines == ["greet ann@example.com"]
+
+
+async def test_a_first_call_cancelled_by_its_client_leaving_lets_its_waiter_run_the_tool() -> None:
+    server = guarded()
+    server.gate = anyio.Event()
+    message = tool_call(1, "slow", to="ann@example.com")
+    message["params"]["_meta"] = meta(**{IDEMPOTENCY_KEY_META: KEY})
+    results: list[dict[str, Any]] = []
+    async with running(server) as served, http(served.port, token="ann") as ann:
+        async with anyio.create_task_group() as calls:
+            async with anyio.create_task_group() as leaving:
+                async def leaves() -> None:
+                    async with HttpClient.connect(served) as raw:
+                        await raw.post(message, {**mcp_headers(message), "authorization": "Bearer ann"})
+
+                leaving.start_soon(leaves)
+                with anyio.fail_after(10):
+                    while not server.runs.lines:
+                        await anyio.sleep(0.01)
+                calls.start_soon(lambda: _append(results, send(ann, "slow", key=KEY)))
+                await anyio.sleep(0.1)
+                assert server.runs.lines == ["slow started"]  # the repeat waits
+                leaving.cancel_scope.cancel()  # the first client hangs up: its call is cancelled, its claim released
+            with anyio.fail_after(10):
+                while len(server.runs.lines) < 2:
+                    await anyio.sleep(0.01)
+            server.gate.set()
+    assert [text(result) for result in results] == ["run 3: sent to ann@example.com"]
+    assert server.runs.lines == ["slow started", "slow started", "slow ann@example.com"]
 
 
 async def test_an_error_result_is_stored_too_since_the_side_effect_may_have_happened() -> None:

@@ -54,7 +54,8 @@ class Claim(Protocol):
     """The right to run an entry's tool, held by one call until it settles."""
 
     async def settle(self, data: bytes | None, window: float) -> None:
-        """Keep `data` (a result, as JSON) for `window` seconds, or (None) let another caller run the tool."""
+        """Keep `data` (a result, as JSON) for `window` seconds, or (None) let another caller run the tool;
+        to the end even in a cancelled call (the waiters depend on it)."""
 
 
 class OnceStore(Protocol):
@@ -73,7 +74,7 @@ class LocalOnceStore:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._running: dict[str, anyio.Event] = {}
+        self._running: dict[str, anyio.Event | None] = {}  # key → what its waiters wait on (made by the first)
         self._stored: collections.OrderedDict[str, tuple[float, bytes]] = collections.OrderedDict()  # key → (until, data)
         self.bytes = 0
 
@@ -88,12 +89,14 @@ class LocalOnceStore:
             if stored[0] > self._clock():
                 return stored[1]
             self._drop(key)
-        self._running[key] = anyio.Event()
+        self._running[key] = None
         return _LocalClaim(self, key, limits)
 
     async def wait(self, key: str, attempt: int) -> None:
-        running = self._running.get(key)
-        if running is not None:
+        if key in self._running:
+            running = self._running[key]
+            if running is None:
+                running = self._running[key] = anyio.Event()
             await running.wait()
 
     def settle(self, key: str, data: bytes | None, window: float, limits: IdempotencyLimits) -> None:
@@ -104,7 +107,9 @@ class LocalOnceStore:
             while self._stored and (len(self._stored) > limits.max_entries or self.bytes > limits.max_bytes
                                     or next(iter(self._stored.values()))[0] <= now):
                 self._drop(next(iter(self._stored)))
-        self._running.pop(key).set()
+        waited = self._running.pop(key)
+        if waited is not None:
+            waited.set()
 
     def _drop(self, key: str) -> None:
         self.bytes -= len(self._stored.pop(key)[1])
@@ -167,8 +172,7 @@ class Idempotency:
         try:
             result = await run()
         except BaseException:
-            with anyio.CancelScope(shield=True):  # a cancelled call still lets the waiters run the tool
-                await found.settle(None, 0.0)
+            await found.settle(None, 0.0)  # a cancelled call too: its waiters run the tool
             raise
         data = orjson.dumps(result)
         kept: bytes | None = data
@@ -176,6 +180,5 @@ class Idempotency:
             log.warning("idempotent tool %r: its result has %d bytes, over max_result_bytes (%d): returned, not "
                         "stored (a repeat runs the tool again)", tool, len(data), self.limits.max_result_bytes)
             kept = None
-        with anyio.CancelScope(shield=True):
-            await found.settle(kept, window or self.limits.window)
+        await found.settle(kept, window or self.limits.window)
         return result
