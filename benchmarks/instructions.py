@@ -48,6 +48,8 @@ PATHS = {  # name → (transport, echo flavour or method, requests per chunk of 
     "http-echo-middleware": ("http", "middleware", 1),  # async echo behind one pass-through middleware
     "http-session-echo": ("http", "session", 1),  # async echo inside one 2025-11-25 session (Mcp-Session-Id)
     "http-stateless-echo": ("http", "stateless", 1),  # async echo on the 2025-11-25 wire, served stateless (no session)
+    "http-idempotent-repeat": ("http", "idempotent-repeat", 1),  # async echo declared idempotent: a repeat, from the store
+    "http-idempotent-first": ("http", "idempotent-first", 1),  # the same, run and stored each time (its entry expired)
     "http-echo-jwt": ("http", "jwt", 1),  # async echo with a JWT a keep-alive connection verified once
     "http-echo-jwt-verify": ("http", "jwt-verify", 1),  # the same, the signature checked on every request
     "http-echo-asgi": ("asgi", "async", 1),  # async echo through the ASGI adapter under uvicorn's h11 protocol
@@ -60,7 +62,7 @@ REFERENCES = {  # path → what its transport costs at least, measured in the sa
     "stdio-bound": "stdio-floor", "http-bound": "http-ceiling",
     "http-echo": "http-ceiling", "http-sync-echo": "http-ceiling", "http-tools-list": "http-ceiling",
     "http-echo-middleware": "http-ceiling", "http-session-echo": "http-ceiling", "http-stateless-echo": "http-ceiling",
-    "http-echo-asgi": "asgi-ceiling",
+    "http-echo-asgi": "asgi-ceiling", "http-idempotent-repeat": "http-ceiling", "http-idempotent-first": "http-ceiling",
 }
 RESOURCE = "http://127.0.0.1:8000/mcp"
 KEY_FILE = "MCPCORE_BENCH_JWT_KEY"  # the environment variable naming the JWT paths' key file
@@ -103,8 +105,9 @@ def request_body(flavour: str, request_id: int = 1) -> bytes:
     elif flavour == "list":
         message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/list", "params": {"_meta": META}}
     else:
+        meta = {**META, "dev.mcpcore/idempotencyKey": "bench-0123456789abcdef"} if flavour.startswith("idem") else META
         message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-                   "params": {"name": "echo", "arguments": {"text": "hello"}, "_meta": META}}
+                   "params": {"name": "echo", "arguments": {"text": "hello"}, "_meta": meta}}
     return json.dumps(message, separators=(",", ":")).encode()
 
 
@@ -178,6 +181,14 @@ async def drive(transport: str, flavour: str, count: int, batch: int) -> None:
     extra = b""
     if flavour == "middleware":
         server.middleware = (passing,)
+    elif flavour.startswith("idempotent"):
+        server.add_tool(server.tools.get("echo").info.fn, idempotent=True, replace=True)
+        if flavour == "idempotent-first":  # a clock that jumps past the window between calls: every call runs anew
+            import itertools
+
+            from mcpcore._runtime.idempotency import LocalOnceStore
+
+            server.idempotency.store = LocalOnceStore(clock=itertools.count(0, 10_000).__next__)
     elif flavour.startswith("jwt"):
         from mcpcore.transports._http import exchange
 

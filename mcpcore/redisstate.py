@@ -1,5 +1,5 @@
 """State several mcpcore processes share on one Redis: the change bus, the task store, 2025-era
-sessions, per-client state, the key check.
+sessions, per-client state, idempotent tools' results, the key check.
 
 `Server(store=RedisState("redis://host:6379/0"))` (or `mcpcore run --redis URL`, or
 `MCPCORE_REDIS_URL`) gives the server a `RedisBus`, a `RedisTaskStore`, a
@@ -57,6 +57,7 @@ from redis.exceptions import RedisError, WatchError
 
 from ._runtime.clientstate import ClientStateLimits, refusal
 from ._runtime.defaults import HTTP_SESSION_EVENTS
+from ._runtime.idempotency import Claim, IdempotencyLimits, LocalOnceStore
 from ._runtime.session import SessionChange, SessionRecord, Sessions, StoredEvent, share_taken
 from ._runtime.subscriptions import Change, LocalBus, Subscriber, on_the_loop
 from ._wire.jsonrpc import INTERNAL_ERROR, McpError
@@ -65,7 +66,8 @@ from .taskstore import RecordChange, TaskRecord, TooManyTasks
 if TYPE_CHECKING:
     from ._serving.server import Server
 
-__all__ = ["RedisBus", "RedisSessionStore", "RedisState", "RedisStateStore", "RedisTaskStore", "StateUnavailable"]
+__all__ = ["RedisBus", "RedisOnceStore", "RedisSessionStore", "RedisState", "RedisStateStore", "RedisTaskStore",
+           "StateUnavailable"]
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +101,7 @@ class RedisState:
         self.bus = RedisBus(self, max_pending)
         self.tasks = RedisTaskStore(self)
         self.client_states = RedisStateStore(self)
+        self.idempotency = RedisOnceStore(self)
         self.sessions = RedisSessionStore(self, max_relayed, max_events)
         self._loops: list[asyncio.Task[None]] = []
         self._signing = ""  # the fingerprint of the key this process seals with
@@ -788,3 +791,129 @@ def _session_record(session_id: str, fields: dict[bytes, bytes]) -> SessionRecor
     return SessionRecord(session_id, known["principal"], known["version"], known["clientInfo"], known["capabilities"],
                          _INITIALIZED.encode() in fields, None if level is None else level.decode(), uris,
                          int(fields.get(_REVISION.encode(), 0)), known.get("sse", False))
+
+
+# Idempotent tools' entries (`_runtime/idempotency.py`): a key per entry holding 'r:' and its claimant's token
+# while the tool runs (expiring after the lease unless renewed), then 'd:' and the result (expiring after the
+# window); a sorted set of the stored entries scored by expiry bounds their count across the fleet.
+_ONCE_CLAIM = """
+local v = redis.call('GET', KEYS[1])
+if v then
+  if string.sub(v, 1, 2) == 'd:' then return v end
+  return 0
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+
+# KEYS: the entry, the index. ARGV: the claimant's token, 'd:' and the result ('': release), the window in ms,
+# the most results kept. Returns 0 when the claim was lost (its lease lapsed and another took it), 2 when full.
+_ONCE_SETTLE = """
+local v = redis.call('GET', KEYS[1])
+if v and v ~= ARGV[1] then return 0 end
+if ARGV[2] == '' then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local window = tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then
+  redis.call('DEL', KEYS[1])
+  return 2
+end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', window)
+redis.call('ZADD', KEYS[2], now + window, KEYS[1])
+if redis.call('PTTL', KEYS[2]) < window then redis.call('PEXPIRE', KEYS[2], window) end
+return 1
+"""
+
+_ONCE_RENEW = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+"""
+
+_ONCE_RETRY_SECONDS = 1.0  # while Redis is away, how long entries are kept per process before it is tried again
+
+
+class RedisOnceStore:
+    """Idempotent tools' entries shared by every process (`OnceStore`): a claim is a key set if absent, with a
+    lease its claimant renews while the tool runs, so a dead process's claim lapses and a waiter takes it over;
+    waiters poll with back-off. While Redis is unreachable the entries are kept per process (one warning
+    line), and Redis is tried again a second later."""
+
+    def __init__(self, state: RedisState) -> None:
+        self._state = state
+        self._claim = state.client.register_script(_ONCE_CLAIM)
+        self._settle = state.client.register_script(_ONCE_SETTLE)
+        self._renew = state.client.register_script(_ONCE_RENEW)
+        self._index = state.key("once-index")
+        self.local = LocalOnceStore()
+        self._away_until: float | None = None
+
+    def key(self, entry: str) -> str:
+        return self._state.key("once", entry)
+
+    async def claim(self, key: str, limits: IdempotencyLimits) -> bytes | Claim | None:
+        if self._away_until is not None:
+            now = time.monotonic()
+            if now < self._away_until:
+                return await self.local.claim(key, limits)
+            self._away_until = now + _ONCE_RETRY_SECONDS  # this call tries Redis again; the others meanwhile stay local
+        token = "r:" + secrets.token_hex(16)
+        try:
+            found = await self._claim(keys=[self.key(key)], args=[token, _ms(limits.lease)])
+        except (RedisError, OSError) as error:
+            if self._away_until is None:
+                log.warning("idempotent tools: Redis is unreachable (%s); results are kept per process until it "
+                            "returns", error)
+            self._away_until = time.monotonic() + _ONCE_RETRY_SECONDS
+            return await self.local.claim(key, limits)
+        if self._away_until is not None:
+            self._away_until = None
+            log.warning("idempotent tools: Redis is back; results are shared by every process again")
+        if isinstance(found, bytes):
+            return found[2:]
+        return _RedisClaim(self, key, token, limits) if found == 1 else None
+
+    async def wait(self, key: str, attempt: int) -> None:
+        if self._away_until is not None:
+            await self.local.wait(key, attempt)
+        else:
+            await anyio.sleep(min(0.01 * 2 ** attempt, 0.25))
+
+    async def keep(self, key: str, token: str, lease: float) -> None:
+        """Renew a claim while its tool runs (cancelled when it settles); stop once it is lost."""
+        while True:
+            await asyncio.sleep(lease / 3)
+            try:
+                if not await self._renew(keys=[self.key(key)], args=[token, _ms(lease)]):
+                    return
+            except (RedisError, OSError):
+                pass  # the claim lapses after its lease if Redis stays away
+
+    async def settle(self, key: str, token: str, data: bytes | None, window: float, limits: IdempotencyLimits) -> None:
+        stored = b"" if data is None else b"d:" + data
+        try:
+            done = await self._settle(keys=[self.key(key), self._index],
+                                      args=[token, stored, _ms(window), limits.max_entries])
+        except (RedisError, OSError) as error:
+            log.warning("idempotent tools: Redis is unreachable (%s); a result was returned and not stored", error)
+            return
+        if done == 2:
+            log.warning("idempotent tools: Redis holds max_entries (%d) results already; a result was returned and "
+                        "not stored", limits.max_entries)
+
+
+class _RedisClaim:
+    __slots__ = ("_store", "_key", "_token", "_limits", "_renewer")
+
+    def __init__(self, store: RedisOnceStore, key: str, token: str, limits: IdempotencyLimits) -> None:
+        self._store, self._key, self._token, self._limits = store, key, token, limits
+        self._renewer = asyncio.get_running_loop().create_task(store.keep(key, token, limits.lease))
+
+    async def settle(self, data: bytes | None, window: float) -> None:
+        self._renewer.cancel()
+        with anyio.CancelScope(shield=True):  # a cancelled call still settles (bounded by the command timeout)
+            await self._store.settle(self._key, self._token, data, window, self._limits)

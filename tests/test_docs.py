@@ -184,6 +184,10 @@ def test_the_guides_own_examples_answer_as_their_text_says() -> None:
             assert [block["text"] for block in cart] == ["apple", "pear"]  # the client's state, kept between calls
         async with Client(run_page(DOCS / "tools.md")["weather"], strict=True) as client:  # the icons section
             assert [icon["theme"] for icon in (await client.list_tools())[0]["icons"]] == ["light", "dark"]
+        async with Client(run_page(DOCS / "tools.md")["mail"]) as client:  # idempotent tools
+            first = await client.call_tool("send_mail", {"to": "ann", "body": "hi"})
+            again = await client.call_tool("send_mail", {"to": "ann", "body": "hi"})
+            assert first.text == again.text == "message 1 sent to ann"
         async with Client(run_page(DOCS / "resources-and-prompts.md")["server"], strict=True) as client:
             assert (await client.read_resource("notes://note/2"))[0]["text"] == "Call Ada"
             with pytest.raises(McpError, match="must be int"):

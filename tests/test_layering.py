@@ -215,6 +215,7 @@ def test_the_public_api_is_pinned() -> None:
         "EmbeddedResource",
         "Field",
         "Icon",
+        "IdempotencyLimits",
         "Image",
         "InputRequired",
         "InvalidParams",

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Protocol
 from .._runtime.call import Call, Writer
 from .._runtime.clientstate import ClientState, ClientStates
 from .._runtime.isolate import IsolatedPool
+
+from .._runtime.idempotency import Idempotency, Scope
 from .._runtime.lifespan import Lifespan
 from .._runtime.threads import ThreadPool
 from .._wire.jsonrpc import (
@@ -56,6 +58,7 @@ class Host(Protocol):
     isolated: IsolatedPool
     lifespan: Lifespan[Any]
     client_states: ClientStates
+    idempotency: Idempotency
 
 
 class Context:
@@ -136,6 +139,25 @@ class Context:
         call = self._call
         return self._server.client_states.of(call.session, getattr(self._writer, "client_place", None), call.principal,
                                              self.meta)
+
+    @property
+    def idempotency(self) -> Idempotency:
+        """The server's idempotent tools' bounds and store (`Server(idempotency=...)`)."""
+        return self._server.idempotency
+
+    @property
+    def caller_scope(self) -> Scope | None:
+        """Whose an idempotent tool's stored results are: the principal, else the 2025-era session, else the
+        stdio process (its calls all come from one client); None for an anonymous stateless caller."""
+        call = self._call
+        if call.principal is not None:
+            return ("principal", call.principal)
+        session = call.session
+        if session is not None and session.id is not None and not session.one_request:
+            return ("session", session.id)
+        if getattr(self._writer, "client_place", None) is not None:
+            return ("process", self._server.idempotency.process)
+        return None
 
     @property
     def principal(self) -> str | None:

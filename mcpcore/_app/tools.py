@@ -9,6 +9,7 @@ can read; `McpError` passes through as a protocol error.
 from __future__ import annotations
 
 import logging
+import math
 import secrets
 from typing import Any, Callable, Sequence
 
@@ -66,6 +67,8 @@ class Tool:
         isolate: bool = False,
         timeout: float | None = None,
         memory: int | None = None,
+
+        idempotent: bool | float = False,
     ) -> None:
         if task not in TASK_MODES:
             raise ValueError(f"task= is one of {', '.join(TASK_MODES)}; not {task!r}")
@@ -115,6 +118,8 @@ class Tool:
         entry["inputSchema"] = self.input_schema
         if output_schema is not None:
             entry["outputSchema"] = output_schema
+        if idempotent is not False:
+            annotations = self._plan_once(idempotent, task, annotations)
         if annotations:
             entry["annotations"] = annotations
         if wire_icons := icons_to_wire(icons, f"tool {self.key!r}"):
@@ -125,6 +130,28 @@ class Tool:
 
     def describe(self) -> dict[str, Any]:
         return self._entry
+
+    def _plan_once(self, idempotent: bool | float, task: str, annotations: dict[str, Any] | None) -> dict[str, Any]:
+        """An idempotent tool's call plan: `call` goes through the server's `Idempotency` (a tool that is not
+        idempotent never reaches it); its annotations say `idempotentHint: true`."""
+        name = self.key
+        if idempotent is not True and (isinstance(idempotent, bool) or not isinstance(idempotent, (int, float))
+                                       or not 0 < idempotent < math.inf):
+            raise ValueError(f"tool {name!r}: idempotent= is True (the server's window) or a window in seconds > 0, "
+                             f"not {idempotent!r}")
+        if task != "forbidden":
+            raise ValueError(f"tool {name!r}: an idempotent tool cannot run as a task (task={task!r})")
+        if annotations and annotations.get("idempotentHint") is False:
+            raise ValueError(f"tool {name!r}: idempotent= contradicts annotations idempotentHint=False")
+        window = None if idempotent is True else float(idempotent)
+
+        async def call_once(arguments: dict[str, Any], context: Context) -> dict[str, Any]:
+            keeper = context.idempotency
+            entry = keeper.entry(context.caller_scope, name, context.meta, arguments)
+            return await keeper.once(name, window, entry, lambda: Tool.call(self, arguments, context))
+
+        self.call = call_once  # type: ignore[method-assign]
+        return {**(annotations or {}), "idempotentHint": True}
 
     async def call(self, arguments: dict[str, Any], context: Context) -> dict[str, Any]:
         """Run the tool and return a `CallToolResult` body (without resultType/_meta)."""

@@ -20,6 +20,7 @@ from .._app.tools import Tool
 from .._runtime.call import Call, Writer
 from .._runtime.clientstate import ClientStateLimits, ClientStates
 from .._runtime.defaults import SUBSCRIPTION_MAX_URIS, SYNC_MAX_THREADS
+from .._runtime.idempotency import Idempotency, IdempotencyLimits
 from .._runtime.lifespan import Lifespan
 from .._runtime.isolate import IsolatedPool
 from .._runtime.subscriptions import PROMPTS, RESOURCE, RESOURCES, TOOLS, Bus, Change, LocalBus, Subscriptions, on_the_loop
@@ -38,6 +39,7 @@ if TYPE_CHECKING:  # imported only where used: a server without them does not lo
     from ..apps import Apps
     from .._runtime.metrics import Metrics
     from .._runtime.clientstate import StateStore
+    from .._runtime.idempotency import OnceStore
     from .._runtime.session import SessionStore
     from ..auth import Auth
     from ..middleware import Middleware
@@ -64,6 +66,7 @@ class SharedState(Protocol):
     tasks: TaskStore  # tasks, reachable from every process
     sessions: SessionStore | None  # 2025-era HTTP sessions, served by every process (None: each process its own)
     client_states: StateStore  # stateless clients' state (`ctx.client_state`), reachable from every process
+    idempotency: OnceStore  # idempotent tools' claims and results, shared by every process
 
     async def start(self, server: Server) -> None:
         """Connect and check (the lifespan's first step); raise when it cannot serve."""
@@ -106,6 +109,7 @@ class Server:
         store: SharedState | None = None,
         icons: Sequence[Icon | dict[str, Any]] = (),
         client_state: ClientStateLimits | None = None,
+        idempotency: IdempotencyLimits | None = None,
     ) -> None:
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
@@ -147,6 +151,7 @@ class Server:
         # every transport serves inside `async with server.lifespan`; the mounted servers' lifespans inside it
         self.lifespan: Lifespan[Server] = Lifespan(self, lifespan, lambda: _within(self))
         self.client_states = ClientStates(client_state, store.client_states if store else None)  # `ctx.client_state`
+        self.idempotency = Idempotency(idempotency, store.idempotency if store else None)  # `@tool(idempotent=...)`
         self.dispatcher = Dispatcher(self)
 
     @property
@@ -160,12 +165,14 @@ class Server:
     def use_store(self, store: SharedState) -> None:
         """Share state with other processes through `store` (before serving): its bus carries changes,
         its task store keeps tasks, its session store 2025-era HTTP sessions, its state store the stateless
-        clients' state (`mcpcore run --redis URL` does this with a `RedisState`)."""
+        clients' state, its once-store idempotent tools' results (`mcpcore run --redis URL` does this with a
+        `RedisState`)."""
         if self.lifespan.entered:
             raise RuntimeError("use_store() comes before the server serves")
         self.store = store
         self.subscriptions.bus = store.bus
         self.client_states.store = store.client_states
+        self.idempotency.store = store.idempotency
         if self._tasks is not None:
             self._tasks.store = store.tasks
 
@@ -201,6 +208,9 @@ class Server:
         icons (a list of `Icon`, shown beside the tool by clients that draw them),
         isolate (True: run it in a worker process, killable; `timeout` seconds and `memory` bytes bound
         each call: docs/tools.md, "Killable tools"),
+
+        idempotent (True, or a window in seconds: runs at most once per caller and
+        `_meta["dev.mcpcore/idempotencyKey"]`, else arguments, within the window; see docs/tools.md),
         replace (True: take the place of a tool of the same name; without it that is a ValueError).
         """
         if fn is None:
