@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Protocol
 from .._runtime.call import Call, Writer
 from .._runtime.clientstate import ClientState, ClientStates
 from .._runtime.lifespan import Lifespan
+from .._runtime.results import ResultPages
 from .._runtime.threads import ThreadPool
 from .._wire.jsonrpc import (
     META_CAPABILITIES,
@@ -54,6 +55,7 @@ class Host(Protocol):
     threads: ThreadPool
     lifespan: Lifespan[Any]
     client_states: ClientStates
+    result_pages: ResultPages
 
 
 class Context:
@@ -129,6 +131,22 @@ class Context:
         call = self._call
         return self._server.client_states.of(call.session, getattr(self._writer, "client_place", None), call.principal,
                                              self.meta)
+
+    @property
+    def result_owner(self) -> str:
+        """Who may read the rest of a result this call cut: its principal; without one its 2025-era
+        session; without either anyone holding the link (its random id is then the secret)."""
+        call = self._call
+        if call.principal is not None:
+            return "principal:" + call.principal
+        session = call.session
+        if session is not None and not session.one_request and session.id is not None:
+            return "session:" + session.id
+        return ""
+
+    async def fit_result(self, result: dict[str, Any], limit: int) -> dict[str, Any]:
+        """A tool's result within `limit` bytes: itself, or its first part and a link to the rest."""
+        return await self._server.result_pages.fit(result, limit, self.result_owner)
 
     @property
     def principal(self) -> str | None:

@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 
 import orjson
 
+from .._runtime.results import ResultBudget, budget_bytes
 from .._wire.icons import Icon, icons_to_wire
 from .._wire.inputs import InputRequired
 from .._wire.jsonrpc import McpError, ToolError
@@ -61,6 +62,7 @@ class Tool:
         task: str = "forbidden",
         task_after_input: bool = False,
         icons: Sequence[Icon | dict[str, Any]] = (),
+        result_budget: ResultBudget | int | bool | None = None,
     ) -> None:
         if task not in TASK_MODES:
             raise ValueError(f"task= is one of {', '.join(TASK_MODES)}; not {task!r}")
@@ -110,6 +112,22 @@ class Tool:
         if meta:
             entry["_meta"] = meta
         self._entry = entry
+        self.own_budget = budget_bytes(result_budget)  # None: the server's; False: none
+        self.result_budget: int | None = None  # in bytes, once the server's budget is applied
+
+    def apply_budget(self, server_budget: int | None) -> None:
+        """Decide, at registration, whether this tool's results are measured: a tool without a budget
+        keeps the plain `call` (nothing paid per call); one with a budget is called through `_fitted_call`."""
+        own = self.own_budget
+        self.result_budget = server_budget if own is None else (own or None)
+        if self.result_budget is None:
+            self.__dict__.pop("call", None)
+        else:
+            self.call = self._fitted_call  # type: ignore[method-assign]
+
+    async def _fitted_call(self, arguments: dict[str, Any], context: Context) -> dict[str, Any]:
+        """`call`, its result cut to the budget (the rest kept for the caller: `_runtime/results.py`)."""
+        return await context.fit_result(await Tool.call(self, arguments, context), self.result_budget)  # type: ignore[arg-type]
 
     def describe(self) -> dict[str, Any]:
         return self._entry

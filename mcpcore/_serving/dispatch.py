@@ -24,6 +24,7 @@ from .._app.catalog import View
 from .._app.context import LOG_LEVELS, Context
 from .._app.resources import Resource, ResourceTemplate
 from .._runtime.call import Call, Writer
+from .._runtime.results import SCHEME as RESULT_SCHEME
 from .._runtime.subscriptions import PROMPTS, RESOURCES, TOOLS
 from .._wire.inputs import InputRequired, read_answers
 from .._wire.jsonrpc import (
@@ -370,6 +371,11 @@ class Dispatcher:
         uri = params.get("uri")
         if not isinstance(uri, str):
             raise invalid_params('resources/read needs a string "uri"')
+        if uri.startswith(RESULT_SCHEME):  # the rest of a result cut to its budget: its caller's only
+            page = await self.server.result_pages.read(uri, context.result_owner)
+            if page is None:
+                raise ResourceNotFound(uri)  # unknown, expired and another caller's alike: existence is not told
+            return {**orjson.loads(page), "ttlMs": 0, "cacheScope": "private"}
         resolved = self.find_resource(uri)
         if resolved is None:
             raise ResourceNotFound(uri)

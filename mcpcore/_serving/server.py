@@ -20,6 +20,7 @@ from .._runtime.call import Call, Writer
 from .._runtime.clientstate import ClientStateLimits, ClientStates
 from .._runtime.defaults import SUBSCRIPTION_MAX_URIS, SYNC_MAX_THREADS
 from .._runtime.lifespan import Lifespan
+from .._runtime.results import ResultBudget, ResultPages, ResultStoreLimits, budget_bytes
 from .._runtime.subscriptions import PROMPTS, RESOURCE, RESOURCES, TOOLS, Bus, Change, LocalBus, Subscriptions, on_the_loop
 from .._runtime.threads import ThreadPool
 from .._wire.icons import Icon, icons_to_wire
@@ -36,6 +37,7 @@ if TYPE_CHECKING:  # imported only where used: a server without them does not lo
     from ..apps import Apps
     from .._runtime.metrics import Metrics
     from .._runtime.clientstate import StateStore
+    from .._runtime.results import ResultStore
     from .._runtime.session import SessionStore
     from ..auth import Auth
     from ..middleware import Middleware
@@ -52,6 +54,7 @@ class SharedState(Protocol):
     tasks: TaskStore  # tasks, reachable from every process
     sessions: SessionStore | None  # 2025-era HTTP sessions, served by every process (None: each process its own)
     client_states: StateStore  # stateless clients' state (`ctx.client_state`), reachable from every process
+    results: ResultStore  # the rests of results cut to their budget, readable through every process
 
     async def start(self, server: Server) -> None:
         """Connect and check (the lifespan's first step); raise when it cannot serve."""
@@ -93,6 +96,8 @@ class Server:
         store: SharedState | None = None,
         icons: Sequence[Icon | dict[str, Any]] = (),
         client_state: ClientStateLimits | None = None,
+        result_budget: ResultBudget | int | None = None,
+        result_store: ResultStoreLimits | None = None,
     ) -> None:
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
@@ -133,7 +138,10 @@ class Server:
         # every transport serves inside `async with server.lifespan`; the mounted servers' lifespans inside it
         self.lifespan: Lifespan[Server] = Lifespan(self, lifespan, lambda: mounted_lifespans(self))
         self.client_states = ClientStates(client_state, store.client_states if store else None)  # `ctx.client_state`
+        self.result_pages = ResultPages(result_store, store.results if store else None)  # cut results' rests
+        self.result_budget: int | None = None  # bytes of a tool result's content (`set_result_budget`)
         self.dispatcher = Dispatcher(self)
+        self.set_result_budget(result_budget)
 
     @property
     def tasks(self) -> Tasks:
@@ -152,8 +160,29 @@ class Server:
         self.store = store
         self.subscriptions.bus = store.bus
         self.client_states.store = store.client_states
+        self.result_pages.store = store.results
         if self._tasks is not None:
             self._tasks.store = store.tasks
+
+    def set_result_budget(self, budget: ResultBudget | int | None) -> None:
+        """The budget of every tool result (a tool's own `result_budget=` overrides it; None: none): bytes of
+        JSON content, or `ResultBudget(tokens=...)`. A result over it is cut: its first part, then a
+        `resource_link` to the rest, which `resources/read` serves to the same caller (`_runtime/results.py`)."""
+        limit = budget_bytes(budget)
+        if limit is False:
+            raise ValueError("a server's result_budget is a number of bytes, a ResultBudget or None")
+        self.result_budget = limit  # type: ignore[assignment]
+        for tool in self.tools:
+            if isinstance(tool, Tool):  # not a mounted server's (its own server's budget applies)
+                tool.apply_budget(self.result_budget)
+        self._offer_result_pages()
+
+    def _offer_result_pages(self) -> None:
+        """A server that may cut results serves `resources/read` of their links, with or without resources."""
+        if not self.offers_resources and any(
+                getattr(tool, "result_budget", None) is not None for tool in self.tools):
+            self.offers_resources = True
+            self.dispatcher.forget_discover()
 
     @property
     def offers_tasks(self) -> bool:
@@ -185,7 +214,8 @@ class Server:
         "required": a client that declared the Tasks extension gets a task to poll;
         default "forbidden"), task_after_input (gather MRTR input before becoming a task),
         icons (a list of `Icon`, shown beside the tool by clients that draw them),
-        replace (True: take the place of a tool of the same name; without it that is a ValueError).
+        result_budget (bytes, or a `ResultBudget`, its results may take: more is cut and the rest linked;
+        None: the server's `result_budget`; False: none for this tool), replace (True: take the place of a tool of the same name; without it that is a ValueError).
         """
         if fn is None:
             return lambda f: self.tool(f, **options)
@@ -198,7 +228,10 @@ class Server:
         _vacant(self.tools, tool.key, "a tool named", "remove_tool", replace)
         if tool.task != "forbidden":
             self.tasks  # declares the extension
-        return self.tools.add(tool)
+        tool.apply_budget(self.result_budget)
+        added = self.tools.add(tool)
+        self._offer_result_pages()
+        return added
 
     def remove_tool(self, name: str) -> None:
         self.tools.remove(name)
