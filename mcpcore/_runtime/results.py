@@ -302,7 +302,10 @@ _REST = "The rest of this result: read it with resources/read (each page names t
 
 
 def _next_note(following: str, uri: str) -> dict[str, Any]:
-    return {"uri": uri, "mimeType": "text/plain", "text": f"[Continued in {following}: read it with resources/read.]"}
+    """A page's last contents when another follows: said to the model, and in `_meta` for a program (the
+    result's own `_meta` does not reach a 2025-era client)."""
+    return {"uri": uri, "mimeType": "text/plain", "text": f"[Continued in {following}: read it with resources/read.]",
+            "_meta": {NEXT_META: following}}
 
 
 def _not_kept(limit: int, size: int) -> dict[str, Any]:
