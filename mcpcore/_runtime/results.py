@@ -293,7 +293,7 @@ def _raw_size(block: dict[str, Any]) -> int:
     if _is_text(block):
         return len(block["text"].encode())
     if isinstance(block.get("data"), str):
-        return len(block["data"]) * 3 // 4
+        return len(block["data"]) * 3 // 4 - block["data"][-2:].count("=")
     return _size(block)
 
 
