@@ -6,6 +6,7 @@ the store's bounds and expiry; a binary block linked whole; a structured result 
 from __future__ import annotations
 
 import base64
+import os
 import sys
 from typing import Any
 
@@ -91,12 +92,19 @@ async def test_a_large_list_is_cut_into_a_first_part_and_a_link_whose_pages_rebu
 
 @pytest.mark.parametrize("era", ERAS)
 async def test_stdio_cuts_by_the_command_lines_budget_and_serves_the_rest(era: str) -> None:
-    """`plain` has no budget in code: `--result-budget 1024tokens` (4096 bytes) gives it one, and with it
-    the resources a 2025-era client must see offered before it reads the link."""
-    command = [sys.executable, "-m", "mcpcore", "run", str(ROOT / "tests/servers/budget_server.py:plain"),
-               "--result-budget", "1024tokens"]
+    """`plain` has no budget in code: `--result-budget 1024tokens` (4096 bytes; for the 2025-era client
+    `MCPCORE_RESULT_BUDGET`) gives it one, and with it the resources a 2025-era client must see offered
+    before it reads the link."""
+    command = [sys.executable, "-m", "mcpcore", "run", str(ROOT / "tests/servers/budget_server.py:plain")]
+    env = dict(os.environ)
+    if era == ERAS[0]:
+        command += ["--result-budget", "1024tokens"]
+    else:
+        env["MCPCORE_RESULT_BUDGET"] = "1024tokens"
     with anyio.fail_after(60):
-        async with Client.stdio(command, era=era) as client:
+        async with Client.stdio(command, era=era, env=env) as client:
+            if era == ERAS[1]:
+                assert "resources" in client.server_info["capabilities"]
             await check_listing(client)
 
 
