@@ -127,7 +127,8 @@ class Tool:
 
     async def _fitted_call(self, arguments: dict[str, Any], context: Context) -> dict[str, Any]:
         """`call`, its result cut to the budget (the rest kept for the caller: `_runtime/results.py`)."""
-        return await context.fit_result(await Tool.call(self, arguments, context), self.result_budget)  # type: ignore[arg-type]
+        result = await Tool.call(self, arguments, context)
+        return await context.fit_result(result, self.result_budget)  # type: ignore[arg-type]
 
     def describe(self) -> dict[str, Any]:
         return self._entry

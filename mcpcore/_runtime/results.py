@@ -188,7 +188,8 @@ def _as_contents(block: dict[str, Any], uri: str) -> dict[str, Any]:
 
 
 class _Pager:
-    """Packs blocks into pages of at most `room` bytes each (as a JSON array), cutting text blocks."""
+    """Fills one page of at most `room` bytes (as a JSON array) with blocks, cutting the text block that
+    does not fit whole."""
 
     def __init__(self, render: Callable[[dict[str, Any]], dict[str, Any]], room: int) -> None:
         self.render, self.room = render, room
@@ -232,7 +233,9 @@ class Cut:
     def __init__(self, content: list[dict[str, Any]], limit: int) -> None:
         self.rest_id = secrets.token_urlsafe(_ID_BYTES)
         widest = page_uri(self.rest_id, 10**9)
-        self.page_room = limit - (_size(_next_note(widest, widest)) + 1 + _size({"contents": [], "_meta": {NEXT_META: widest}}) - 2)
+        # a page's items take at most this (a JSON array): the rest is its note and its result's wrapping
+        self.page_room = limit - (_size(_next_note(widest, widest)) + 1
+                                  + _size({"contents": [], "_meta": {NEXT_META: widest}}) - 2)
         self.pages: list[bytes] = []
         blocks: list[dict[str, Any]] = []
         for block in content:

@@ -215,7 +215,8 @@ class Server:
         default "forbidden"), task_after_input (gather MRTR input before becoming a task),
         icons (a list of `Icon`, shown beside the tool by clients that draw them),
         result_budget (bytes, or a `ResultBudget`, its results may take: more is cut and the rest linked;
-        None: the server's `result_budget`; False: none for this tool), replace (True: take the place of a tool of the same name; without it that is a ValueError).
+        None: the server's `result_budget`; False: none for this tool), replace (True: take the place of a
+        tool of the same name; without it that is a ValueError).
         """
         if fn is None:
             return lambda f: self.tool(f, **options)
