@@ -192,10 +192,10 @@ async def drive(transport: str, flavour: str, count: int, batch: int) -> None:
         exchange.VERDICT_SECONDS = -1.0 if flavour == "jwt-verify" else math.inf
         extra = authorized(server)
     elif flavour.startswith("long"):
-        answer = "".join(f"{n}\tfile-{n}.txt\n" for n in range(600))[:8000]
+        listing = "".join(f"{n}\tfile-{n}.txt\n" for n in range(600))[:8000]
 
         async def long() -> str:
-            return answer
+            return listing
 
         server.add_tool(long, result_budget=4096 if flavour == "long-budget" else None)
     if flavour == "budget":
