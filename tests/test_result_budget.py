@@ -225,6 +225,29 @@ async def test_another_process_serves_the_rest_through_redis(redis_server: Redis
                 assert base64.b64decode(blob["blob"]) == PIXELS
 
 
+async def test_the_bounds_hold_across_processes_on_redis(redis_server: RedisServer) -> None:  # noqa: F811
+    """tight: 2 rests, 20,000 bytes: made through both processes, the oldest leaves; every key expires."""
+    import redis
+
+    with processes(redis_server, target="tests/servers/budget_server.py:tight") as (a, b):
+        with anyio.fail_after(60):
+            async with http(a) as through_a, http(b) as through_b:
+                uris = [rest_link(await call((through_a, through_b)[n % 2], "listing", count=150))["uri"]
+                        for n in range(3)]
+                with pytest.raises(McpError, match="Resource not found"):
+                    await through_b.read_resource(uris[0])
+                for uri in uris[1:]:
+                    assert await through_a.read_resource(uri)
+                too_large = await call(through_b, "listing", count=1000)
+                assert "was too large to keep" in too_large["content"][-1]["text"]
+    seen = redis.Redis.from_url(redis_server.url)
+    try:
+        names = seen.keys("mcpcore:result*")
+        assert len(names) == 4 and all(0 < seen.pttl(name) <= 900_000 for name in names)  # 2 rests, 2 indexes
+    finally:
+        seen.close()
+
+
 @settings(max_examples=150, deadline=None)
 @given(fragment=st.text(min_size=1, max_size=80), times=st.integers(1, 300), tail=st.text(max_size=80),
        budget=st.integers(1024, 3000))
