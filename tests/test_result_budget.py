@@ -205,6 +205,15 @@ async def test_a_tools_own_budget_in_tokens_overrides_the_servers() -> None:
                 item["text"] for item in await read_pages(client, rest_link(result)["uri"], 2048)) == listing_text(200)
 
 
+async def test_a_mounted_servers_cut_result_is_read_through_the_mounting_server() -> None:
+    outer = Server("outer")
+    outer.mount("files", budget_server.build(result_budget=BUDGET))
+    async with running(outer) as served, http(served.port, era="2025-11-25") as client:
+        with anyio.fail_after(30):
+            result = await call(client, "files_listing", count=400)
+            assert await whole_text(client, result) == listing_text(400)
+
+
 def test_budgets_are_refused_when_they_cannot_work() -> None:
     with pytest.raises(ValueError, match="at least 1024 bytes"):
         Server("small", result_budget=1000)

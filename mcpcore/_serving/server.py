@@ -322,6 +322,7 @@ class Server:
             self.unmount(prefix)
         mount.attach(planned)
         self.mounts[prefix] = mount
+        self._offer_result_pages()  # its tools' results may be cut: their links are read here
         if self.lifespan.entered:
             on_the_loop(lambda: self.lifespan.spawn(mount.enter_in_background()))
 
