@@ -159,13 +159,16 @@ def _size(value: Any) -> int:
 def _fitting_prefix(text: str, room: int) -> int:
     """How many characters of `text` fit in `room` bytes of JSON string (escapes counted): a cut between
     code points, so never inside a UTF-8 sequence."""
-    low, high = 0, min(len(text), room)  # every character takes a byte at least
+    low, high = 0, min(len(text), room)  # the answer is in [low, high]: every character takes a byte at least
+    probe = high
     while low < high:
-        middle = (low + high + 1) // 2
-        if _size(text[:middle]) - 2 <= room:
-            low = middle
-        else:
-            high = middle - 1
+        size = _size(text[:probe]) - 2
+        if size <= room:
+            low, high = probe, min(high, probe + room - size)
+            probe = (low + high + 1) // 2
+        else:  # too long: guess again from the bytes a character took so far (escapes are rarely bunched)
+            high = probe - 1
+            probe = max(low + 1, min(high, probe * room // size))
     return low
 
 
