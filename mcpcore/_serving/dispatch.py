@@ -388,7 +388,7 @@ class Dispatcher:
         """A page of a cut result: from this server's store, else from a mounted server's (a mounted tool
         cuts its result into its own server's store)."""
         page = await self.server.result_pages.read(uri, owner)
-        for mount in () if page is not None else getattr(self.server, "mounts", {}).values():
+        for mount in () if page is not None else self.server.mounts.values():
             page = await mount.other.dispatcher.result_page(uri, owner)
             if page is not None:
                 break
