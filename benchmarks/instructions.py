@@ -52,6 +52,9 @@ PATHS = {  # name → (transport, echo flavour or method, requests per chunk of 
     "http-idempotent-first": ("http", "idempotent-first", 1),  # the same, run and stored each time (its entry expired)
     "http-echo-jwt": ("http", "jwt", 1),  # async echo with a JWT a keep-alive connection verified once
     "http-echo-jwt-verify": ("http", "jwt-verify", 1),  # the same, the signature checked on every request
+    "http-echo-budget": ("http", "budget", 1),  # async echo under a result budget it fits: the measuring
+    "http-long": ("http", "long", 1),  # a tool answering 8,000 bytes of text, no budget
+    "http-long-budget": ("http", "long-budget", 1),  # the same under a 4,096-byte budget: cut, its rest kept
     "http-echo-asgi": ("asgi", "async", 1),  # async echo through the ASGI adapter under uvicorn's h11 protocol
     "asgi-ceiling": ("asgi", "ceiling", 1),  # a bare ASGI app answering a fixed result there: uvicorn's own cost
     "http-ceiling": ("ceiling", "async", 1),  # h11 on a bare asyncio protocol: what an HTTP request costs at least
@@ -104,6 +107,9 @@ def request_body(flavour: str, request_id: int = 1) -> bytes:
                    "params": {"name": "echo", "arguments": {"text": "hello"}}}
     elif flavour == "list":
         message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/list", "params": {"_meta": META}}
+    elif flavour.startswith("long"):
+        message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                   "params": {"name": "long", "arguments": {}, "_meta": META}}
     else:
         meta = {**META, "dev.mcpcore/idempotencyKey": "bench-0123456789abcdef"} if flavour.startswith("idem") else META
         message = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
@@ -196,6 +202,15 @@ async def drive(transport: str, flavour: str, count: int, batch: int) -> None:
         # spans a varying number of times: fix the regime instead, reused for ever or never.
         exchange.VERDICT_SECONDS = -1.0 if flavour == "jwt-verify" else math.inf
         extra = authorized(server)
+    elif flavour.startswith("long"):
+        listing = "".join(f"{n}\tfile-{n}.txt\n" for n in range(600))[:8000]
+
+        async def long() -> str:
+            return listing
+
+        server.add_tool(long, result_budget=4096 if flavour == "long-budget" else None)
+    if flavour == "budget":
+        server.set_result_budget(4096)
 
     loop = asyncio.get_running_loop()
     answered: list[asyncio.Future[None]] = []
@@ -213,7 +228,7 @@ async def drive(transport: str, flavour: str, count: int, batch: int) -> None:
         from mcpcore.transports.http import HttpConfig, HttpServer, _Connection
 
         method = b"tools/list" if flavour == "list" else b"tools/call"
-        name = b"" if flavour == "list" else b"Mcp-Name: echo\r\n"
+        name = b"" if flavour == "list" else b"Mcp-Name: long\r\n" if flavour.startswith("long") else b"Mcp-Name: echo\r\n"
         version = b"2025-11-25" if flavour in ("session", "stateless") else b"2026-07-28"
         head = (b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:8000\r\nContent-Type: application/json\r\n"
                 b"Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: " + version + b"\r\n")

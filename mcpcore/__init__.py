@@ -15,6 +15,7 @@ from ._app.typeschema import Field
 from ._runtime.call import Call, Writer
 from ._runtime.clientstate import ClientState, ClientStateFull, ClientStateLimits
 from ._runtime.idempotency import IdempotencyLimits
+from ._runtime.results import ResultBudget, ResultStoreLimits
 from ._serving.server import Server
 from ._wire.icons import Icon
 from ._wire.inputs import Elicit, ElicitAnswer, ElicitUrl, InputRequired, ListRoots, Root, Sample, SampleAnswer
@@ -43,6 +44,8 @@ __all__ = [
     "Message",
     "ResourceLink",
     "ResourceNotFound",
+    "ResultBudget",
+    "ResultStoreLimits",
     "Root",
     "Sample",
     "SampleAnswer",

@@ -33,6 +33,8 @@ events of resumable streams in a Redis Stream per session, and watches the copie
 this process holds for an expiry nobody tells. Per-client state is a hash per client
 written by one script that checks every bound; a session's lives and ends with the
 session's hash, a stateless client's expires on its own and is counted in a sorted set.
+The rests of results cut to their budget are a hash each (owner and pages) Redis expires
+at their TTL, written by one script that first drops the oldest until the bounds hold.
 A Redis error in a request is `StateUnavailable` (-32603 saying so), never a hang:
 every command has a timeout.
 """
@@ -58,6 +60,7 @@ from redis.exceptions import RedisError, WatchError
 from ._runtime.clientstate import ClientStateLimits, refusal
 from ._runtime.defaults import HTTP_SESSION_EVENTS
 from ._runtime.idempotency import Claim, IdempotencyLimits, LocalOnceStore
+from ._runtime.results import ResultStoreLimits
 from ._runtime.session import SessionChange, SessionRecord, Sessions, StoredEvent, share_taken
 from ._runtime.subscriptions import Change, LocalBus, Subscriber, on_the_loop
 from ._wire.jsonrpc import INTERNAL_ERROR, McpError
@@ -102,6 +105,7 @@ class RedisState:
         self.tasks = RedisTaskStore(self)
         self.client_states = RedisStateStore(self)
         self.idempotency = RedisOnceStore(self)
+        self.results = RedisResultStore(self)
         self.sessions = RedisSessionStore(self, max_relayed, max_events)
         self._loops: list[asyncio.Task[None]] = []
         self._signing = ""  # the fingerprint of the key this process seals with
@@ -917,3 +921,57 @@ class _RedisClaim:
         self._renewer.cancel()
         with anyio.CancelScope(shield=True):  # a cancelled call still settles (bounded by the command timeout)
             await self._store.settle(self._key, self._token, data, window, self._limits)
+
+
+# Keep a cut result's rest, dropping expired rests, then the oldest, until the bounds hold. KEYS: the index
+# (a sorted set of rest ids scored by expiry), their sizes (a hash; field '' holds the total), the rest's hash.
+# ARGV: the id, the TTL in ms, the most rests, the most bytes, its size, its owner, the key prefix of rests'
+# hashes, then its pages (page 2 first).
+_RESULT_PUT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local size = tonumber(ARGV[5])
+local total = tonumber(redis.call('HGET', KEYS[2], '') or '0')
+local function drop(id)
+  total = total - tonumber(redis.call('HGET', KEYS[2], id) or '0')
+  redis.call('HDEL', KEYS[2], id)
+  redis.call('ZREM', KEYS[1], id)
+  redis.call('DEL', ARGV[7] .. id)
+end
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)) do drop(id) end
+while redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) or total + size > tonumber(ARGV[4]) do
+  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0)
+  if #oldest == 0 then break end
+  drop(oldest[1])
+end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('HSET', KEYS[2], ARGV[1], size, '', total + size)
+redis.call('HSET', KEYS[3], 'o', ARGV[6])
+for i = 8, #ARGV do redis.call('HSET', KEYS[3], tostring(i - 6), ARGV[i]) end
+for i = 1, 3 do redis.call('PEXPIRE', KEYS[i], ARGV[2]) end
+return 1
+"""
+
+
+class RedisResultStore:
+    """A `ResultStore` on Redis: any process serves the pages of a result another one cut."""
+
+    def __init__(self, state: RedisState) -> None:
+        self._state = state
+        self._put = state.client.register_script(_RESULT_PUT)
+
+    async def put(self, rest_id: str, owner: str, pages: list[bytes], limits: ResultStoreLimits) -> bool:
+        size = sum(map(len, pages))
+        if size > limits.max_bytes:
+            return False
+        keys = [self._state.key("results"), self._state.key("result-sizes"), self._state.key("result", rest_id)]
+        args = [rest_id, _ms(limits.ttl), limits.max_entries, limits.max_bytes, size, owner,
+                self._state.key("result", ""), *pages]
+        with _reaching("keeping the rest of a result"):
+            await self._put(keys=keys, args=args)
+        return True
+
+    async def page(self, rest_id: str, number: int) -> tuple[str, bytes] | None:
+        with _reaching("reading the rest of a result"):
+            owner, page = await self._state.client.hmget(self._state.key("result", rest_id), "o", str(number))
+        return None if owner is None or page is None else (owner.decode(), page)

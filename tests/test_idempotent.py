@@ -413,3 +413,19 @@ async def test_while_redis_is_away_results_are_kept_per_process_with_one_warning
         stop(started)
     lines = log.read_text(errors="replace").splitlines()
     assert sum("idempotent tools: Redis is unreachable" in line for line in lines) == 1
+
+
+async def test_an_idempotent_tool_under_a_result_budget_runs_once_and_each_answer_is_cut() -> None:
+    server = guarded(result_budget=1024)
+
+    @server.tool(idempotent=True)
+    def report(to: str) -> str:
+        return f"run {server.runs.record('report ' + to)}: " + "x" * 3000  # type: ignore[attr-defined]
+
+    async with running(server) as served, http(served.port, token="ann") as ann:
+        first = await send(ann, "report", key=KEY)
+        again = await send(ann, "report", key=KEY)
+    assert server.runs.lines == ["report ann@example.com"]  # type: ignore[attr-defined]
+    for answer in (first, again):
+        assert text(answer).startswith("run 1: xxx") and len(text(answer)) < 1024
+        assert [block["type"] for block in answer["content"]][-1] == "resource_link"

@@ -224,6 +224,8 @@ def test_the_public_api_is_pinned() -> None:
         "Message",
         "ResourceLink",
         "ResourceNotFound",
+        "ResultBudget",
+        "ResultStoreLimits",
         "Root",
         "Sample",
         "SampleAnswer",

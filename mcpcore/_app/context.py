@@ -17,6 +17,7 @@ from .._runtime.isolate import IsolatedPool
 
 from .._runtime.idempotency import Idempotency, Scope
 from .._runtime.lifespan import Lifespan
+from .._runtime.results import ResultPages
 from .._runtime.threads import ThreadPool
 from .._wire.jsonrpc import (
     META_CAPABILITIES,
@@ -59,6 +60,7 @@ class Host(Protocol):
     lifespan: Lifespan[Any]
     client_states: ClientStates
     idempotency: Idempotency
+    result_pages: ResultPages
 
 
 class Context:
@@ -158,6 +160,17 @@ class Context:
         if getattr(self._writer, "client_place", None) is not None:
             return ("process", self._server.idempotency.process)
         return None
+
+    @property
+    def result_owner(self) -> str:
+        """Who may read the rest of a result this call cut: its `caller_scope`; for an anonymous stateless
+        caller anyone holding the link (its random id is then the secret)."""
+        scope = self.caller_scope
+        return "" if scope is None else f"{scope[0]}:{scope[1]}"
+
+    async def fit_result(self, result: dict[str, Any], limit: int) -> dict[str, Any]:
+        """A tool's result within `limit` bytes: itself, or its first part and a link to the rest."""
+        return await self._server.result_pages.fit(result, limit, self.result_owner)
 
     @property
     def principal(self) -> str | None:

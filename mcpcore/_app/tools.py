@@ -11,12 +11,13 @@ from __future__ import annotations
 import logging
 import math
 import secrets
-from typing import Any, Callable, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 import orjson
 
 from .._runtime.defaults import MIB
 from .._runtime.isolate import Raised, Target, resource_limits_missing
+from .._runtime.results import ResultBudget, budget_bytes
 from .._wire.icons import Icon, icons_to_wire
 from .._wire.inputs import InputRequired
 from .._wire.jsonrpc import McpError, ToolError
@@ -67,8 +68,8 @@ class Tool:
         isolate: bool = False,
         timeout: float | None = None,
         memory: int | None = None,
-
         idempotent: bool | float = False,
+        result_budget: ResultBudget | int | bool | None = None,
     ) -> None:
         if task not in TASK_MODES:
             raise ValueError(f"task= is one of {', '.join(TASK_MODES)}; not {task!r}")
@@ -118,6 +119,7 @@ class Tool:
         entry["inputSchema"] = self.input_schema
         if output_schema is not None:
             entry["outputSchema"] = output_schema
+        self._once: Callable[[dict[str, Any], Context], Awaitable[dict[str, Any]]] | None = None  # idempotent's plan
         if idempotent is not False:
             annotations = self._plan_once(idempotent, task, annotations)
         if annotations:
@@ -127,6 +129,27 @@ class Tool:
         if meta:
             entry["_meta"] = meta
         self._entry = entry
+        self.own_budget = budget_bytes(result_budget)  # None: the server's; False: none
+        self.result_budget: int | None = None  # in bytes, once the server's budget is applied
+
+    def apply_budget(self, server_budget: int | None) -> None:
+        """Decide, at registration, whether this tool's results are measured: a tool without a budget
+        keeps its plan's `call` (nothing paid per call); one with a budget is called through `_fitted_call`,
+        around that plan (an idempotent tool's stored result is cut anew for each answer)."""
+        own = self.own_budget
+        self.result_budget = server_budget if own is None else (own or None)
+        if self.result_budget is not None:
+            self.call = self._fitted_call  # type: ignore[method-assign]
+        elif self._once is not None:
+            self.call = self._once  # type: ignore[method-assign]
+        else:
+            self.__dict__.pop("call", None)
+
+    async def _fitted_call(self, arguments: dict[str, Any], context: Context) -> dict[str, Any]:
+        """`call`, its result cut to the budget (the rest kept for the caller: `_runtime/results.py`)."""
+        once = self._once
+        result = await (Tool.call(self, arguments, context) if once is None else once(arguments, context))
+        return await context.fit_result(result, self.result_budget)  # type: ignore[arg-type]
 
     def describe(self) -> dict[str, Any]:
         return self._entry
@@ -150,7 +173,7 @@ class Tool:
             entry = keeper.entry(context.caller_scope, name, context.meta, arguments)
             return await keeper.once(name, window, entry, lambda: Tool.call(self, arguments, context))
 
-        self.call = call_once  # type: ignore[method-assign]
+        self.call = self._once = call_once  # type: ignore[method-assign]
         return {**(annotations or {}), "idempotentHint": True}
 
     async def call(self, arguments: dict[str, Any], context: Context) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from .. import __version__
 from .._runtime import defaults as d
 from .._runtime.lifespan import StartupError
+from .._runtime.results import parse_budget
 from .._serving.server import Server
 from ..logs import DEFAULT_LEVEL, FORMATS, LEVELS
 from .clientconfig import CLIENTS
@@ -124,6 +125,9 @@ def _serving_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--redis", dest="redis_url", metavar="URL", help="share subscriptions' changes, tasks and "
                         "2025-era sessions with the other processes using this Redis, e.g. redis://127.0.0.1:6379/0 "
                         "(needs mcpcore[redis])")
+    parser.add_argument("--result-budget", type=parse_budget, metavar="SIZE", help="the most a tool result may take: "
+                        "bytes of JSON content (100000) or estimated tokens (25000tokens, 4 bytes each); more is cut "
+                        "and the rest linked, readable by the same caller (a tool's result_budget= overrides it)")
     add_limit_options(parser)
     stdio = parser.add_argument_group("stdio")
     stdio.add_argument("--max-line-bytes", type=int, help=f"largest accepted message line ({d.STDIO_MAX_LINE_BYTES // d.MIB} MiB)")
@@ -415,6 +419,8 @@ def _command(args: argparse.Namespace, argv: list[str], runner: argparse.Argumen
         if given:
             sys.exit(f"mcpcore: {', '.join(given)} needs --transport http")
     state = _share_state(server, args.redis_url) if args.redis_url else None
+    if args.result_budget is not None:
+        server.set_result_budget(args.result_budget)
     try:
         limits = limits_from(args)
     except ValueError as error:

@@ -24,6 +24,7 @@ from .._app.catalog import View
 from .._app.context import LOG_LEVELS, Context
 from .._app.resources import Resource, ResourceTemplate
 from .._runtime.call import Call, Writer
+from .._runtime.results import SCHEME as RESULT_SCHEME
 from .._runtime.subscriptions import PROMPTS, RESOURCES, TOOLS
 from .._wire.inputs import InputRequired, read_answers
 from .._wire.jsonrpc import (
@@ -370,6 +371,11 @@ class Dispatcher:
         uri = params.get("uri")
         if not isinstance(uri, str):
             raise invalid_params('resources/read needs a string "uri"')
+        if uri.startswith(RESULT_SCHEME):  # the rest of a result cut to its budget: its caller's only
+            page = await self.result_page(uri, context.result_owner)
+            if page is None:
+                raise ResourceNotFound(uri)  # unknown, expired and another caller's alike: existence is not told
+            return {**orjson.loads(page), "ttlMs": 0, "cacheScope": "private"}
         resolved = self.find_resource(uri)
         if resolved is None:
             raise ResourceNotFound(uri)
@@ -377,6 +383,16 @@ class Dispatcher:
         hints = found.cache.over(self.server.cache)
         contents = await found.read(uri, variables, context)
         return {"contents": contents, "ttlMs": hints.ttl_ms, "cacheScope": hints.cache_scope}
+
+    async def result_page(self, uri: str, owner: str) -> bytes | None:
+        """A page of a cut result: from this server's store, else from a mounted server's (a mounted tool
+        cuts its result into its own server's store)."""
+        page = await self.server.result_pages.read(uri, owner)
+        for mount in () if page is not None else self.server.mounts.values():
+            page = await mount.other.dispatcher.result_page(uri, owner)
+            if page is not None:
+                break
+        return page
 
     async def _on_prompts_get(self, route: Route, params: dict[str, Any], context: Context) -> dict[str, Any]:
         name = params.get("name")

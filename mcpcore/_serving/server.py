@@ -23,6 +23,7 @@ from .._runtime.defaults import SUBSCRIPTION_MAX_URIS, SYNC_MAX_THREADS
 from .._runtime.idempotency import Idempotency, IdempotencyLimits
 from .._runtime.lifespan import Lifespan
 from .._runtime.isolate import IsolatedPool
+from .._runtime.results import ResultBudget, ResultPages, ResultStoreLimits, budget_bytes
 from .._runtime.subscriptions import PROMPTS, RESOURCE, RESOURCES, TOOLS, Bus, Change, LocalBus, Subscriptions, on_the_loop
 from .._runtime.threads import ThreadPool
 from .._wire.icons import Icon, icons_to_wire
@@ -40,6 +41,7 @@ if TYPE_CHECKING:  # imported only where used: a server without them does not lo
     from .._runtime.metrics import Metrics
     from .._runtime.clientstate import StateStore
     from .._runtime.idempotency import OnceStore
+    from .._runtime.results import ResultStore
     from .._runtime.session import SessionStore
     from ..auth import Auth
     from ..middleware import Middleware
@@ -67,6 +69,7 @@ class SharedState(Protocol):
     sessions: SessionStore | None  # 2025-era HTTP sessions, served by every process (None: each process its own)
     client_states: StateStore  # stateless clients' state (`ctx.client_state`), reachable from every process
     idempotency: OnceStore  # idempotent tools' claims and results, shared by every process
+    results: ResultStore  # the rests of results cut to their budget, readable through every process
 
     async def start(self, server: Server) -> None:
         """Connect and check (the lifespan's first step); raise when it cannot serve."""
@@ -110,6 +113,8 @@ class Server:
         icons: Sequence[Icon | dict[str, Any]] = (),
         client_state: ClientStateLimits | None = None,
         idempotency: IdempotencyLimits | None = None,
+        result_budget: ResultBudget | int | None = None,
+        result_store: ResultStoreLimits | None = None,
     ) -> None:
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
@@ -152,7 +157,10 @@ class Server:
         self.lifespan: Lifespan[Server] = Lifespan(self, lifespan, lambda: _within(self))
         self.client_states = ClientStates(client_state, store.client_states if store else None)  # `ctx.client_state`
         self.idempotency = Idempotency(idempotency, store.idempotency if store else None)  # `@tool(idempotent=...)`
+        self.result_pages = ResultPages(result_store, store.results if store else None)  # cut results' rests
+        self.result_budget: int | None = None  # bytes of a tool result's content (`set_result_budget`)
         self.dispatcher = Dispatcher(self)
+        self.set_result_budget(result_budget)
 
     @property
     def tasks(self) -> Tasks:
@@ -173,8 +181,29 @@ class Server:
         self.subscriptions.bus = store.bus
         self.client_states.store = store.client_states
         self.idempotency.store = store.idempotency
+        self.result_pages.store = store.results
         if self._tasks is not None:
             self._tasks.store = store.tasks
+
+    def set_result_budget(self, budget: ResultBudget | int | None) -> None:
+        """The budget of every tool result (a tool's own `result_budget=` overrides it; None: none): bytes of
+        JSON content, or `ResultBudget(tokens=...)`. A result over it is cut: its first part, then a
+        `resource_link` to the rest, which `resources/read` serves to the same caller (`_runtime/results.py`)."""
+        limit = budget_bytes(budget)
+        if limit is False:
+            raise ValueError("a server's result_budget is a number of bytes, a ResultBudget or None")
+        self.result_budget = limit  # type: ignore[assignment]
+        for tool in self.tools:
+            if isinstance(tool, Tool):  # not a mounted server's (its own server's budget applies)
+                tool.apply_budget(self.result_budget)
+        self._offer_result_pages()
+
+    def _offer_result_pages(self) -> None:
+        """A server that may cut results serves `resources/read` of their links, with or without resources."""
+        if not self.offers_resources and any(
+                getattr(tool, "result_budget", None) is not None for tool in self.tools):
+            self.offers_resources = True
+            self.dispatcher.forget_discover()
 
     @property
     def offers_tasks(self) -> bool:
@@ -208,10 +237,11 @@ class Server:
         icons (a list of `Icon`, shown beside the tool by clients that draw them),
         isolate (True: run it in a worker process, killable; `timeout` seconds and `memory` bytes bound
         each call: docs/tools.md, "Killable tools"),
-
         idempotent (True, or a window in seconds: runs at most once per caller and
         `_meta["dev.mcpcore/idempotencyKey"]`, else arguments, within the window; see docs/tools.md),
-        replace (True: take the place of a tool of the same name; without it that is a ValueError).
+        result_budget (bytes, or a `ResultBudget`, its results may take: more is cut and the rest linked;
+        None: the server's `result_budget`; False: none for this tool), replace (True: take the place of a
+        tool of the same name; without it that is a ValueError).
         """
         if fn is None:
             return lambda f: self.tool(f, **options)
@@ -224,7 +254,10 @@ class Server:
         _vacant(self.tools, tool.key, "a tool named", "remove_tool", replace)
         if tool.task != "forbidden":
             self.tasks  # declares the extension
-        return self.tools.add(tool)
+        tool.apply_budget(self.result_budget)
+        added = self.tools.add(tool)
+        self._offer_result_pages()
+        return added
 
     def remove_tool(self, name: str) -> None:
         self.tools.remove(name)
@@ -314,6 +347,7 @@ class Server:
             self.unmount(prefix)
         mount.attach(planned)
         self.mounts[prefix] = mount
+        self._offer_result_pages()  # its tools' results may be cut: their links are read here
         if self.lifespan.entered:
             on_the_loop(lambda: self.lifespan.spawn(mount.enter_in_background()))
 

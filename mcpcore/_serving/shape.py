@@ -49,6 +49,7 @@ class App(ContextHost, Protocol):
     templates: Catalog[ResourceTemplate]
     prompts: Catalog[Prompt]
     apps: Apps | None
+    mounts: dict[str, Any]  # other servers served under a prefix (`mount.Mount`, by prefix)
 
     @property
     def tasks(self) -> Tasks: ...
