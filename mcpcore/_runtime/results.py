@@ -199,6 +199,15 @@ class _Pager:
         self.items: list[dict[str, Any]] = []
         self.used = 2  # the array's brackets
 
+    def fill(self, queue: collections.deque[dict[str, Any]]) -> None:
+        """Take blocks from the front of `queue` while they fit; one cut leaves its rest at the front."""
+        while queue:
+            left = self.offer(queue[0])
+            if left is not None:
+                queue[0] = left
+                return
+            queue.popleft()
+
     def offer(self, block: dict[str, Any]) -> dict[str, Any] | None:
         """Add what of `block` fits; return what is left of it (None: all of it went in)."""
         item = self.render(block)
@@ -253,12 +262,7 @@ class Cut:
         reserve = _size(_note(widest, limit, 10**9)) + _size(_link(widest, "rest", "text/plain", _SIZE_WIDTH, _REST)) + 2
         first = _Pager(lambda block: block, limit - reserve)
         queue = collections.deque(blocks)
-        while queue:
-            left = first.offer(queue[0])
-            if left is not None:
-                queue[0] = left
-                break
-            queue.popleft()
+        first.fill(queue)
         self.rest_size = sum(map(_raw_size, queue))
         following = len(self.pages) + 2
         rest = self._page(queue, following)
@@ -276,12 +280,7 @@ class Cut:
         while queue:
             uri = page_uri(self.rest_id, first + len(pages))
             pager = _Pager(lambda block, uri=uri: _as_contents(block, uri), self.page_room)
-            while queue:
-                left = pager.offer(queue[0])
-                if left is not None:
-                    queue[0] = left
-                    break
-                queue.popleft()
+            pager.fill(queue)
             pages.append(pager.items)
         results = []
         for index, items in enumerate(pages):
