@@ -127,10 +127,11 @@ class _Worker:
     def death(self) -> str:
         code = self.process.returncode
         # When the transport's own poll reaps the worker before asyncio's child watcher does (a close racing
-        # its exit), asyncio reports 255; the transport's Popen then holds the real status.
+        # its exit), asyncio reports 255 ("unknown child") and the transport's Popen holds the real status.
+        # The other way round, the Popen says 0 and asyncio's figure is the real one.
         transport = getattr(self.process, "_transport", None)  # anyio's asyncio subprocess transport
         popen = transport.get_extra_info("subprocess") if transport is not None else None
-        if popen is not None and popen.returncode is not None:
+        if code == 255 and popen is not None and popen.returncode is not None:
             code = popen.returncode
         if code is None:
             return "its worker process stopped answering"
