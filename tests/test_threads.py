@@ -53,6 +53,55 @@ async def test_a_result_an_error_and_the_callers_contextvars_come_back() -> None
         await pool.run({}.__getitem__, "missing")
 
 
+async def test_a_function_raising_stop_iteration_fails_its_call_alone() -> None:
+    """A future refuses StopIteration: it comes back as a RuntimeError, and the other jobs of the
+    same batch are still answered."""
+    pool = ThreadPool(max_threads=4)
+    release = threading.Event()
+
+    def stop() -> None:
+        release.wait(10)
+        raise StopIteration("no more")
+
+    def value(n: int) -> int:
+        release.wait(10)
+        return n
+
+    outcomes: dict[str, Any] = {}
+
+    async def keep(key: str, fn: Callable[..., Any], *args: Any) -> None:
+        try:
+            outcomes[key] = await pool.run(fn, *args)
+        except RuntimeError as error:
+            outcomes[key] = error
+
+    with anyio.fail_after(10):  # before the fix, the batch's other jobs were never answered
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(keep, "stop", stop)
+            for n in range(3):
+                tasks.start_soon(keep, f"v{n}", value, n)
+            await until(lambda: pool.threads == 4)
+            release.set()
+    stopped = outcomes.pop("stop")
+    assert isinstance(stopped, RuntimeError) and isinstance(stopped.__cause__, StopIteration)
+    assert "StopIteration: no more" in str(stopped)
+    assert outcomes == {"v0": 0, "v1": 1, "v2": 2}
+
+
+async def test_a_sync_tool_raising_stop_iteration_is_a_tool_error() -> None:
+    server = Server("stop")
+
+    @server.tool
+    def exhausted() -> str:
+        return next(iter(()))
+
+    with anyio.fail_after(10):  # before the fix, the call was never answered
+        async with running(server) as http, HttpClient.connect(http) as client:
+            message = request("tools/call", 1, name="exhausted", arguments={})
+            result = (await client.post(message, mcp_headers(message))).response["result"]
+    assert result["isError"] is True and "StopIteration" in result["content"][0]["text"]
+
+
 async def test_many_quick_jobs_share_few_threads_and_all_finish() -> None:
     pool = ThreadPool(max_threads=4)
     results: list[int] = []
@@ -252,14 +301,22 @@ def test_a_loops_eventfd_is_closed_once_the_loop_is_gone() -> None:
         return [await pool.run(abs, -n) for n in range(3)]
 
     def descriptors() -> int:
+        """The process's eventfds (other tests' leftovers may open or close other descriptors meanwhile)."""
         gc.collect()
-        return len(os.listdir("/proc/self/fd"))
+        return sum(_readlink(f"/proc/self/fd/{fd}") == "anon_inode:[eventfd]" for fd in os.listdir("/proc/self/fd"))
 
     assert anyio.run(burst) == [0, 1, 2]
     before = descriptors()
     for _ in range(5):
         assert anyio.run(burst) == [0, 1, 2]
     assert descriptors() <= before
+
+
+def _readlink(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:  # closed since it was listed
+        return ""
 
 
 async def test_without_an_eventfd_the_loop_is_woken_through_call_soon_threadsafe(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -227,4 +227,12 @@ class ThreadPool:
             if error is None:
                 future.set_result(result)
             else:
-                future.set_exception(error)
+                future.set_exception(error if not isinstance(error, StopIteration) else _stopped(error))
+
+
+def _stopped(error: StopIteration) -> RuntimeError:
+    """What a function that raised `StopIteration` raises to its caller: a future refuses that
+    exception (it would end the awaiting coroutine as if it returned), as a generator does."""
+    wrapped = RuntimeError(f"the sync function raised StopIteration{f': {error}' if str(error) else ''}")
+    wrapped.__cause__ = error
+    return wrapped
