@@ -6,6 +6,7 @@ so every assertion is about the order of events, never about elapsed time.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 from conftest import request
 from mcpcore import Call, Server
 from mcpcore._runtime.session import Session
-from mcpcore.transports._calls import EAGER_TASKS, CallRunner, Inbound, Malformed, read_message, take_response
+from mcpcore.transports._calls import CallRunner, Inbound, Malformed, read_message, take_response
 from mcpcore._wire.jsonrpc import INVALID_REQUEST, PARSE_ERROR, RESPONSE
 from memory import MemoryWriter
 
@@ -214,11 +215,7 @@ def test_nesting_at_the_bound_is_accepted() -> None:
     assert isinstance(verdict, Inbound)
 
 
-eager_start = pytest.mark.parametrize("eager", [False, pytest.param(True, marks=pytest.mark.skipif(
-    not EAGER_TASKS, reason="eager task start needs Python 3.12+"))])
-
-
-@eager_start
+@pytest.mark.parametrize("eager", [False, True])
 async def test_held_calls_that_end_at_once_start_one_after_another(eager: bool) -> None:
     """Thousands of held calls, each done in its first step, start in a loop, not nested in each other."""
     server, gate = gated_server()
@@ -235,10 +232,34 @@ async def test_held_calls_that_end_at_once_start_one_after_another(eager: bool) 
     assert ended == ["first", *keys] and not runner.calls
 
 
-@pytest.mark.skipif(not EAGER_TASKS, reason="eager task start needs Python 3.12+")
 async def test_an_eager_call_that_never_waits_is_answered_inside_submit() -> None:
     server, _ = gated_server()
     ended: list[str] = []
     _, writer = submit(CallRunner(server, max_in_flight=4, grace_period=1, eager=True), server, "now", ended, tool="instant")
     assert ended == ["now"] and writer.response is not None
     assert writer.response["result"]["content"][0]["text"] == "now"
+
+
+async def test_an_eager_call_that_waits_goes_on_as_a_task_of_its_own() -> None:
+    """Its first step ran inside `submit`, yet the call is its own task: the submitter stays the
+    running task, a cancel scope in the tool belongs to the call, and cancelling the call ends it alone."""
+    server = Server("eager")
+    seen: dict[str, Any] = {}
+    submitter = asyncio.current_task()
+
+    @server.tool
+    async def hold(key: str) -> str:
+        seen["task"] = asyncio.current_task()
+        with anyio.CancelScope() as scope:
+            seen["scope"] = scope
+            await anyio.sleep_forever()
+        return "unreachable"
+
+    runner = CallRunner(server, max_in_flight=4, grace_period=1, eager=True)
+    ended: list[str] = []
+    call, writer = submit(runner, server, "held", ended, tool="hold")
+    assert asyncio.current_task() is submitter
+    assert seen["task"] is call.task and call.task is not submitter  # the first step already ran
+    call.cancel()
+    await anyio.wait_all_tasks_blocked()
+    assert ended == ["held"] and writer.response is None and not seen["scope"].cancelled_caught

@@ -9,8 +9,9 @@ runner keeps an in-flight window: up to `max_in_flight` calls run, each in a
 task of its own; later ones are held in arrival order and start as slots free (the transport
 stops reading once its limit of held calls is reached, so nothing is dropped and
 the bound is real, while cancellations and EOF behind fewer are still seen).
-With `eager` (Python 3.12+), a call's task takes its first step at once, inside
-`submit`: a call that never waits is answered without a pass of the event loop.
+With `eager`, a call's task takes its first step at once, inside `submit` (3.12's
+`eager_start`; `step_now` before it): a call that never waits is answered without a
+pass of the event loop.
 Long-lived calls (open subscriptions) run outside the window, bounded by their
 own limit, so they never starve ordinary calls or a cancellation. `Call.cancel`
 is the only way a call is cancelled: a held call is then dropped unstarted. A
@@ -109,12 +110,32 @@ def cancelled_request(message: dict[str, Any]) -> Any:
     return request_id if is_request_id(request_id) else None
 
 
+def step_now(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> None:
+    """Before Python 3.12's `eager_start`, the same effect: take the step `create_task` just queued, now.
+
+    On asyncio's own loop that step is the last handle of the ready queue; it runs here with
+    the running task (if any) stepped aside, as 3.12 does for an eager task. On any other loop
+    (uvloop keeps its queue in C) the step stays queued: a lazy start, one pass later."""
+    ready = getattr(loop, "_ready", None)
+    if not ready or getattr(ready[-1]._callback, "__self__", None) is not task:
+        return
+    handle = ready.pop()
+    running = asyncio.current_task(loop)
+    if running is not None:
+        asyncio.tasks._leave_task(loop, running)
+    try:
+        handle._run()
+    finally:
+        if running is not None:
+            asyncio.tasks._enter_task(loop, running)
+
+
 class CallRunner:
     """Runs one transport's calls within an in-flight window (see the module docstring)."""
 
     def __init__(self, server: Server, *, max_in_flight: int, grace_period: float, eager: bool = False) -> None:
         self.server = server
-        self.eager = eager and EAGER_TASKS
+        self.eager = eager
         self.max_in_flight = max_in_flight
         self.grace_period = grace_period
         self.calls: set[Call] = set()  # running or held
@@ -142,8 +163,11 @@ class CallRunner:
         if counted:
             self._counted += 1
         coroutine = self._run(call, writer, done, counted)
-        if self.eager:
+        if self.eager and EAGER_TASKS:
             asyncio.Task(coroutine, loop=asyncio.get_running_loop(), eager_start=True)  # type: ignore[call-arg]
+        elif self.eager:
+            loop = asyncio.get_running_loop()
+            step_now(loop, loop.create_task(coroutine))
         else:
             asyncio.get_running_loop().create_task(coroutine)
 
