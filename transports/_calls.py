@@ -167,7 +167,7 @@ class CallRunner:
             asyncio.Task(coroutine, loop=asyncio.get_running_loop(), eager_start=True)  # type: ignore[call-arg]
         elif self.eager:
             loop = asyncio.get_running_loop()
-            step_now(loop, loop.create_task(coroutine))
+            step_now(loop, asyncio.Task(coroutine, loop=loop))  # as 3.12's: no factory, no frame of the loop's
         else:
             asyncio.get_running_loop().create_task(coroutine)
 
