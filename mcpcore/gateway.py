@@ -287,7 +287,8 @@ class Gateway:
         await self._stale.wait()
         self._stale = anyio.Event()
         try:
-            with anyio.fail_after(self.timeout):
+            with anyio.fail_after(self.timeout), \
+                    (self.held.unrelayed("the gateway's own reading of its lists") if client.legacy else contextlib.nullcontext()):
                 await self._mirror(client)
         except (McpError, TimeoutError) as error:
             log.warning("the upstream server's lists could not be read again: %s", error)
@@ -344,7 +345,9 @@ class Gateway:
 
         try:
             # `fail_after`'s work without its wrappers (a context manager generator, backend look-ups): one per call
-            with anyio.CancelScope(deadline=anyio.current_time() + self.timeout):
+            # On a 2025-era session a question asked during it is refused, not handed to another call beside it
+            with anyio.CancelScope(deadline=anyio.current_time() + self.timeout), \
+                    (self.held.unrelayed(method) if client.legacy else contextlib.nullcontext()):
                 return await client.send(method, params, progress="progressToken" in context.meta, on_notification=heard)
         except ConnectionError as gone:
             raise McpError(INTERNAL_ERROR, f"the upstream server went away during {method} ({gone})") from None

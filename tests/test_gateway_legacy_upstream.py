@@ -249,3 +249,92 @@ async def test_a_list_change_announced_during_a_call_is_followed(tmp_path: Path,
                 while "late" not in {tool["name"] for tool in await client.list_tools()}:
                     await anyio.sleep(0.05)
                 assert (await client.call_tool("late")).text == "I am late"
+
+
+ASKING_BESIDE_A_COMPLETION = r'''
+import json, sys
+
+def send(message):
+    print(json.dumps({"jsonrpc": "2.0", **message}), flush=True)
+
+def said(response):  # what the gateway answered to a question, as text
+    error = response.get("error")
+    return f"refused {error['code']}: {error['message']}" if error else f"answered {response['result'].get('action')}"
+
+held = {}  # a request this server answers later: "call" (a tool call), "completion"
+for line in sys.stdin:
+    message = json.loads(line)
+    method, params = message.get("method"), message.get("params") or {}
+    if method == "server/discover":
+        send({"id": message["id"], "error": {"code": -32601, "message": "Method not found"}})
+    elif method == "initialize":
+        send({"id": message["id"], "result": {"protocolVersion": "2025-11-25", "serverInfo": {"name": "asker", "version": "1"},
+                                              "capabilities": {"tools": {}, "prompts": {}, "completions": {}}}})
+    elif method == "tools/list":
+        send({"id": message["id"], "result": {"tools": [{"name": name, "inputSchema": {"type": "object"}}
+                                                        for name in ("wait", "ask")]}})
+    elif method == "prompts/list":
+        send({"id": message["id"], "result": {"prompts": [{"name": "greet", "arguments": [{"name": "name"}]}]}})
+    elif method == "tools/call" and params["name"] == "wait":  # answered once the completion has its answer
+        held["call"] = message["id"]
+    elif method == "tools/call":  # ask: its own question, while the held completion is in flight
+        held["call"] = message["id"]
+        send({"id": "for-the-call", "method": "elicitation/create",
+              "params": {"message": "Which name, for the call?", "requestedSchema": {"type": "object", "properties": {}}}})
+    elif method == "completion/complete":
+        held["completion"] = message["id"]
+        if params["argument"]["value"] == "ask":  # the completion's own question, while the held call is in flight
+            send({"id": "for-the-completion", "method": "elicitation/create",
+                  "params": {"message": "Which name, for the completion?", "requestedSchema": {"type": "object", "properties": {}}}})
+    elif message.get("id") in ("for-the-call", "for-the-completion") and "method" not in message:
+        answer = said(message)
+        send({"id": held.pop("completion"), "result": {"completion": {"values": [answer] if message["id"] == "for-the-completion" else ["done"]}}})
+        send({"id": held.pop("call"), "result": {"content": [{"type": "text", "text": answer if message["id"] == "for-the-call" else "released"}]}})
+'''
+
+UNPLACED = "refused -32603: the gateway cannot tell which of 2 calls in flight sent elicitation/create (a request on stdio names no call)"
+
+
+@pytest.mark.parametrize("asker", ["the completion", "the call"])
+async def test_a_question_beside_a_completion_on_stdio_reaches_no_other_caller(tmp_path: Path, asker: str) -> None:
+    """A `completion/complete` and a tool call in flight at once on a 2025-era stdio upstream, the upstream asks
+    a question for one of them: a stdio request names neither, so the upstream gets an error, and the tool's
+    caller is never asked (it was, as the only call the gateway counted, before the completion counted too)."""
+    from http_client import running
+    from mcpcore.gateway import Gateway
+
+    script = tmp_path / "asker.py"
+    script.write_text(ASKING_BESIDE_A_COMPLETION)
+    gateway = Gateway(lambda: Client.stdio([sys.executable, str(script)]), name="front", timeout=30)
+    asked: list[str] = []
+
+    def elicit(params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params["message"])
+        return {"action": "accept", "content": {}}
+
+    async with running(gateway.server, via="h11") as front, Client.http(front.url, elicit=elicit) as client:
+        with anyio.fail_after(60):
+            outcomes: dict[str, Any] = {}
+
+            async def call(tool: str) -> None:
+                outcomes["call"] = (await client.call_tool(tool)).text
+
+            async def complete(value: str) -> None:
+                outcomes["completion"] = await client.complete(prompt="greet", argument="name", value=value)
+
+            async with anyio.create_task_group() as tasks:
+                if asker == "the completion":
+                    tasks.start_soon(call, "wait")
+                    while len(gateway.held.calls) != 1:  # the tool call is in flight upstream
+                        await anyio.sleep(0.02)
+                    tasks.start_soon(complete, "ask")
+                else:
+                    tasks.start_soon(complete, "hold")
+                    while len(gateway.held.plain) != 1:  # the completion is in flight upstream
+                        await anyio.sleep(0.02)
+                    tasks.start_soon(call, "ask")
+            assert asked == []
+            if asker == "the completion":
+                assert outcomes == {"call": "released", "completion": [UNPLACED]}
+            else:
+                assert outcomes == {"call": UNPLACED, "completion": ["done"]}
