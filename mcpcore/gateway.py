@@ -189,7 +189,7 @@ class Gateway:
             failures += 1
 
     def _not_started(self) -> TimeoutError:
-        return TimeoutError(f"it did not start and list what it offers within {self.connect_timeout:g} s "
+        return TimeoutError(f"it did not answer its handshake and lists within {self.connect_timeout:g} s "
                             "(--upstream-connect-timeout, or Gateway(connect_timeout=...))")
 
     async def _made(self) -> Client:

@@ -66,7 +66,7 @@ async def test_a_remote_upstream_that_accepts_and_never_answers_stops_the_start(
         tasks.cancel_scope.cancel()
     assert held  # it did reach the listener
     assert last == (f"mcpcore: the lifespan of server 'proxy:127.0.0.1:{port}' failed at start-up: UpstreamDidNotStart: "
-                    "the upstream server did not start: it did not start and list what it offers within 1 s "
+                    "the upstream server did not start: it did not answer its handshake and lists within 1 s "
                     "(--upstream-connect-timeout, or Gateway(connect_timeout=...))")
 
 
@@ -83,8 +83,8 @@ async def test_a_stdio_upstream_that_never_answers_its_handshake_stops_the_start
         finally:
             del os.environ["MCPCORE_UPSTREAM_CONNECT_TIMEOUT"]
     assert last.startswith(f"mcpcore: the lifespan of server 'proxy:{os.path.basename(sys.executable)}' failed at "
-                           "start-up: UpstreamDidNotStart: the upstream server did not start: it did not start and "
-                           "list what it offers within 0.5 s (--upstream-connect-timeout")
+                           "start-up: UpstreamDidNotStart: the upstream server did not start: it did not answer its "
+                           "handshake and lists within 0.5 s (--upstream-connect-timeout")
 
 
 async def test_a_restart_that_never_answers_fails_is_retried_and_holds_no_call(tmp_path: Path) -> None:
