@@ -102,12 +102,11 @@ class Gateway:
 
     `connect` makes a fresh, unopened `Client` for the upstream (called again for each restart), or a coroutine
     that gives one (which may ask the upstream first; its failure counts as the upstream's);
-    `timeout` bounds each forwarded request; `connect_timeout` each start of the upstream (its client made,
-    which may ask a remote upstream first, then its handshake and lists: a start past it fails, as one that
-    cannot start);
-    `hold` how long a call a 2025-era upstream holds open waits for its client's answer; `restart_delays`
-    are the back-off between restarts (the last one repeats). Other keyword arguments go to `Server`
-    (auth, metrics, middleware, ...).
+    `timeout` bounds each forwarded request; `connect_timeout` each start of the upstream (its client
+    made, which may ask a remote upstream first, then its handshake and lists: a start past it fails, as
+    one that cannot start); `hold` how long a call a 2025-era upstream holds open waits for its client's
+    answer; `restart_delays` are the back-off between restarts (the last one repeats). Other keyword
+    arguments go to `Server` (auth, metrics, middleware, ...).
     """
 
     def __init__(self, connect: Callable[[], Client | Awaitable[Client]], *, name: str = "mcpcore-gateway",

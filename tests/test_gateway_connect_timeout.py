@@ -42,11 +42,12 @@ for line in sys.stdin:
 '''
 
 
-async def _proxy_fails(*arguments: str) -> str:
+async def _proxy_fails(*arguments: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
     """`mcpcore proxy --transport http --port 0 ARGUMENTS`, which must exit non-zero: its last line of stderr."""
     with anyio.fail_after(60):
         done = await anyio.run_process([sys.executable, "-m", "mcpcore", "proxy", "--transport", "http", "--port", "0",
-                                        *arguments], check=False, stdin=None)
+                                        *arguments], check=False, stdin=None, cwd=cwd,
+                                       env=None if env is None else {**os.environ, **env})
     assert done.returncode == 1, done.stderr.decode()
     assert b"serving" not in done.stderr
     return done.stderr.decode().strip().splitlines()[-1]
@@ -70,18 +71,18 @@ async def test_a_remote_upstream_that_accepts_and_never_answers_stops_the_start(
                     "(--upstream-connect-timeout, or Gateway(connect_timeout=...))")
 
 
-@pytest.mark.parametrize("given", ["option", "environment"])
+@pytest.mark.parametrize("given", ["option", "environment", "mcpcore.toml"])
 async def test_a_stdio_upstream_that_never_answers_its_handshake_stops_the_start(tmp_path: Path, given: str) -> None:
     script = tmp_path / "silent_server.py"
     script.write_text(SILENT)
+    upstream = ("--", sys.executable, str(script))
     if given == "option":
-        last = await _proxy_fails("--upstream-connect-timeout", "0.5", "--", sys.executable, str(script))
+        last = await _proxy_fails("--upstream-connect-timeout", "0.5", *upstream)
+    elif given == "environment":
+        last = await _proxy_fails(*upstream, env={"MCPCORE_UPSTREAM_CONNECT_TIMEOUT": "0.5"})
     else:
-        os.environ["MCPCORE_UPSTREAM_CONNECT_TIMEOUT"] = "0.5"
-        try:
-            last = await _proxy_fails("--", sys.executable, str(script))
-        finally:
-            del os.environ["MCPCORE_UPSTREAM_CONNECT_TIMEOUT"]
+        (tmp_path / "mcpcore.toml").write_text("upstream_connect_timeout = 0.5\n")
+        last = await _proxy_fails(*upstream, cwd=tmp_path)
     assert last.startswith(f"mcpcore: the lifespan of server 'proxy:{os.path.basename(sys.executable)}' failed at "
                            "start-up: UpstreamDidNotStart: the upstream server did not start: it did not answer its "
                            "handshake and lists within 0.5 s (--upstream-connect-timeout")
