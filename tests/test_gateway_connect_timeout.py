@@ -104,7 +104,8 @@ async def test_a_restart_that_never_answers_fails_is_retried_and_holds_no_call(t
         made.append(Client.stdio([sys.executable, str(silent if hanging["now"] else quitting)]))
         return made[-1]
 
-    gateway = Gateway(connect, name="front", timeout=1, connect_timeout=0.3, restart_delays=(0.05,))
+    # bounds generous enough for a Python upstream's start on a loaded machine
+    gateway = Gateway(connect, name="front", timeout=2, connect_timeout=3, restart_delays=(0.05,))
     async with running(gateway.server, via="h11") as front, Client.http(front.url) as client:
         with anyio.fail_after(60):
             assert (await client.call_tool("echo", {"text": "first"})).text == "first"
@@ -112,20 +113,19 @@ async def test_a_restart_that_never_answers_fails_is_retried_and_holds_no_call(t
             with pytest.raises(McpError) as gone:
                 await client.call_tool("quit")
             assert "the upstream server went away during tools/call" in gone.value.message
-            while len(made) < 4:  # two starts that hung, and a third under way
+            while len(made) < 3:  # a start that hung, and the next under way
                 await anyio.sleep(0.02)
             with pytest.raises(McpError) as waited:
                 await client.call_tool("echo", {"text": "meanwhile"})
             assert (waited.value.code, waited.value.message) == (
-                -32603, "the upstream server is not available (not back within 1 s)")
-            for hung in made[1:3]:  # each hung start was closed: its process ended
-                process: Any = hung._channel.process
-                while process.returncode is None:
-                    await anyio.sleep(0.02)
+                -32603, "the upstream server is not available (not back within 2 s)")
+            process: Any = made[1]._channel.process  # the hung start was closed: its process ended
+            while process.returncode is None:
+                await anyio.sleep(0.02)
             hanging["now"] = False
             while True:
                 try:
                     assert (await client.call_tool("echo", {"text": "back"})).text == "back"
                     break
                 except McpError as error:
-                    assert error.message == "the upstream server is not available (not back within 1 s)"
+                    assert error.message == "the upstream server is not available (not back within 2 s)"
