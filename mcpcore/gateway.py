@@ -188,6 +188,7 @@ class Gateway:
             failures += 1
 
     def _not_started(self) -> TimeoutError:
+        """What a start past `connect_timeout` fails with (said after "the upstream server did not start: ")."""
         return TimeoutError(f"it did not answer its handshake and lists within {self.connect_timeout:g} s "
                             "(--upstream-connect-timeout, or Gateway(connect_timeout=...))")
 
