@@ -56,11 +56,12 @@ from .skills import EXTENSION as SKILLS
 from .tasks import NAME_FIELDS as TASK_NAME_FIELDS
 from .tasks import TASKS
 
-__all__ = ["Gateway", "DEFAULT_TIMEOUT", "DEFAULT_HOLD", "RESTART_DELAYS"]
+__all__ = ["Gateway", "DEFAULT_TIMEOUT", "DEFAULT_CONNECT_TIMEOUT", "DEFAULT_HOLD", "RESTART_DELAYS"]
 
 log = logging.getLogger("mcpcore.gateway")
 
 DEFAULT_TIMEOUT = 60.0  # seconds one forwarded request may take (an elicitation round is the client's, not counted)
+DEFAULT_CONNECT_TIMEOUT = 60.0  # seconds to start (or reach) the upstream and read its lists: an `npx` start may be slow
 RESTART_DELAYS = (0.5, 1.0, 2.0, 5.0, 10.0)  # seconds before each restart of an upstream that keeps exiting
 LISTEN_AGAIN_DELAY = 1.0  # seconds before an upstream listen the upstream ended is opened again
 _RESULT_ENVELOPE = ("resultType", "_meta")  # what the gateway's own wire adds to a result again
@@ -101,18 +102,22 @@ class Gateway:
 
     `connect` makes a fresh, unopened `Client` for the upstream (called again for each restart), or a coroutine
     that gives one (which may ask the upstream first; its failure counts as the upstream's);
-    `timeout` bounds each forwarded request; `hold` how long a call a 2025-era upstream holds open
-    waits for its client's answer; `restart_delays` are the back-off between restarts (the last one
-    repeats). Other keyword arguments go to `Server` (auth, metrics, middleware, ...).
+    `timeout` bounds each forwarded request; `connect_timeout` each start of the upstream (its client
+    made, which may ask a remote upstream first, then its handshake and lists: a start past it fails, as
+    one that cannot start); `hold` how long a call a 2025-era upstream holds open waits for its client's
+    answer; `restart_delays` are the back-off between restarts (the last one repeats). Other keyword
+    arguments go to `Server` (auth, metrics, middleware, ...).
     """
 
     def __init__(self, connect: Callable[[], Client | Awaitable[Client]], *, name: str = "mcpcore-gateway",
-                 timeout: float = DEFAULT_TIMEOUT, hold: float = DEFAULT_HOLD, restart_delays: Sequence[float] = RESTART_DELAYS,
-                 **server_options: Any) -> None:
+                 timeout: float = DEFAULT_TIMEOUT, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+                 hold: float = DEFAULT_HOLD, restart_delays: Sequence[float] = RESTART_DELAYS, **server_options: Any) -> None:
         if timeout <= 0:
             raise ValueError("the upstream timeout must be a positive number of seconds")
+        if connect_timeout <= 0:
+            raise ValueError("the upstream connect timeout must be a positive number of seconds")
         self.connect = connect
-        self.timeout = timeout
+        self.timeout, self.connect_timeout = timeout, connect_timeout
         self.held = HeldCalls(timeout, hold, self._changed)  # calls on a 2025-era upstream's session
         self.restart_delays = tuple(restart_delays) or RESTART_DELAYS
         self.server = Server(name, lifespan=self._lifespan, **server_options)
@@ -143,22 +148,23 @@ class Gateway:
 
     async def _keep_up(self, started: asyncio.Future[None]) -> None:
         """Open the upstream and mirror it; once it is gone, open it again after a back-off. The first
-        start must succeed: a gateway whose upstream cannot start at all refuses to serve."""
+        start must succeed: a gateway whose upstream cannot start at all refuses to serve. Each start (the
+        client made, which may ask a remote upstream, its handshake and lists read) is bounded by
+        `connect_timeout`; the client is opened and closed outside that bound, as its channel's task group
+        must be left in the cancel scope it was entered in, and a cancelled close would leave a process."""
         failures = 0
         while True:
             try:
-                client = self.connect()
-                if inspect.isawaitable(client):  # a remote upstream: which transport it serves is asked first
-                    client = await client
-                if client.on_notification is None:
-                    client.on_notification = self._changed
-                if client.on_renewed is None:  # a renewed 2025-era session may be a restarted server's: read again
-                    client.on_renewed = self._lists_changed
-                if client.on_request is None:  # a 2025-era upstream's requests, asked of the calling client
-                    client.on_request = self.held.asked
-                    client.capabilities.update(RELAYED_CAPABILITIES)
+                deadline = anyio.current_time() + self.connect_timeout
+                with anyio.CancelScope(deadline=deadline) as bound:
+                    client = await self._made()
+                if bound.cancelled_caught:
+                    raise self._not_started()
                 async with client:
-                    await self._mirror(client)
+                    with anyio.CancelScope(deadline=deadline) as bound:
+                        await self._mirror(client)
+                    if bound.cancelled_caught:
+                        raise self._not_started()
                     self.client, failures = client, 0
                     assert self._up is not None
                     self._up.set()
@@ -180,6 +186,25 @@ class Gateway:
                     self.client, self._up = None, anyio.Event()
             await anyio.sleep(self.restart_delays[min(failures, len(self.restart_delays) - 1)])
             failures += 1
+
+    def _not_started(self) -> TimeoutError:
+        """What a start past `connect_timeout` fails with (said after "the upstream server did not start: ")."""
+        return TimeoutError(f"it did not answer its handshake and lists within {self.connect_timeout:g} s "
+                            "(--upstream-connect-timeout, or Gateway(connect_timeout=...))")
+
+    async def _made(self) -> Client:
+        """A new, unopened client for the upstream, its hooks set."""
+        client = self.connect()
+        if inspect.isawaitable(client):  # a remote upstream: which transport it serves is asked first
+            client = await client
+        if client.on_notification is None:
+            client.on_notification = self._changed
+        if client.on_renewed is None:  # a renewed 2025-era session may be a restarted server's: read again
+            client.on_renewed = self._lists_changed
+        if client.on_request is None:  # a 2025-era upstream's requests, asked of the calling client
+            client.on_request = self.held.asked
+            client.capabilities.update(RELAYED_CAPABILITIES)
+        return client
 
     async def _mirror(self, client: Client) -> None:
         """Register what the upstream offers (the lists it answers) in place of what was registered before."""
@@ -287,7 +312,8 @@ class Gateway:
         await self._stale.wait()
         self._stale = anyio.Event()
         try:
-            with anyio.fail_after(self.timeout):
+            with anyio.fail_after(self.timeout), \
+                    (self.held.unrelayed("the gateway's own reading of its lists") if client.legacy else contextlib.nullcontext()):
                 await self._mirror(client)
         except (McpError, TimeoutError) as error:
             log.warning("the upstream server's lists could not be read again: %s", error)
@@ -344,7 +370,9 @@ class Gateway:
 
         try:
             # `fail_after`'s work without its wrappers (a context manager generator, backend look-ups): one per call
-            with anyio.CancelScope(deadline=anyio.current_time() + self.timeout):
+            # On a 2025-era session a question asked during it is refused, not handed to another call beside it
+            with anyio.CancelScope(deadline=anyio.current_time() + self.timeout), \
+                    (self.held.unrelayed(method) if client.legacy else contextlib.nullcontext()):
                 return await client.send(method, params, progress="progressToken" in context.meta, on_notification=heard)
         except ConnectionError as gone:
             raise McpError(INTERNAL_ERROR, f"the upstream server went away during {method} ({gone})") from None

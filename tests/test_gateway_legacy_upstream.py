@@ -6,11 +6,15 @@ the session), and to the official Python SDK client in both eras (mcpcore._gatew
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
+import h11
+import orjson
 import pytest
 
 from conftest import ROOT
@@ -249,3 +253,220 @@ async def test_a_list_change_announced_during_a_call_is_followed(tmp_path: Path,
                 while "late" not in {tool["name"] for tool in await client.list_tools()}:
                     await anyio.sleep(0.05)
                 assert (await client.call_tool("late")).text == "I am late"
+
+
+ASKING_BESIDE_A_COMPLETION = r'''
+import json, sys
+
+def send(message):
+    print(json.dumps({"jsonrpc": "2.0", **message}), flush=True)
+
+def said(response):  # what the gateway answered to a question, as text
+    error = response.get("error")
+    return f"refused {error['code']}: {error['message']}" if error else f"answered {response['result'].get('action')}"
+
+held = {}  # a request this server answers later: "call" (a tool call), "completion"
+for line in sys.stdin:
+    message = json.loads(line)
+    method, params = message.get("method"), message.get("params") or {}
+    if method == "server/discover":
+        send({"id": message["id"], "error": {"code": -32601, "message": "Method not found"}})
+    elif method == "initialize":
+        send({"id": message["id"], "result": {"protocolVersion": "2025-11-25", "serverInfo": {"name": "asker", "version": "1"},
+                                              "capabilities": {"tools": {}, "prompts": {}, "completions": {}}}})
+    elif method == "tools/list":
+        send({"id": message["id"], "result": {"tools": [{"name": name, "inputSchema": {"type": "object"}}
+                                                        for name in ("wait", "ask")]}})
+    elif method == "prompts/list":
+        send({"id": message["id"], "result": {"prompts": [{"name": "greet", "arguments": [{"name": "name"}]}]}})
+    elif method == "tools/call" and params["name"] == "wait":  # answered once the completion has its answer
+        held["call"] = message["id"]
+    elif method == "tools/call":  # ask: its own question, while the held completion is in flight
+        held["call"] = message["id"]
+        send({"id": "for-the-call", "method": "elicitation/create",
+              "params": {"message": "Which name, for the call?", "requestedSchema": {"type": "object", "properties": {}}}})
+    elif method == "completion/complete":
+        held["completion"] = message["id"]
+        if params["argument"]["value"] == "ask":  # the completion's own question, while the held call is in flight
+            send({"id": "for-the-completion", "method": "elicitation/create",
+                  "params": {"message": "Which name, for the completion?", "requestedSchema": {"type": "object", "properties": {}}}})
+    elif message.get("id") in ("for-the-call", "for-the-completion") and "method" not in message:
+        answer = said(message)
+        send({"id": held.pop("completion"), "result": {"completion": {"values": [answer] if message["id"] == "for-the-completion" else ["done"]}}})
+        send({"id": held.pop("call"), "result": {"content": [{"type": "text", "text": answer if message["id"] == "for-the-call" else "released"}]}})
+'''
+
+UNPLACED = "refused -32603: the gateway cannot tell which of 2 calls in flight sent elicitation/create (a request on stdio names no call)"
+
+
+@pytest.mark.parametrize("asker", ["the completion", "the call"])
+async def test_a_question_beside_a_completion_on_stdio_reaches_no_other_caller(tmp_path: Path, asker: str) -> None:
+    """A `completion/complete` and a tool call in flight at once on a 2025-era stdio upstream, the upstream asks
+    a question for one of them: a stdio request names neither, so the upstream gets an error, and the tool's
+    caller is never asked (it was, as the only call the gateway counted, before the completion counted too)."""
+    from http_client import running
+    from mcpcore.gateway import Gateway
+
+    script = tmp_path / "asker.py"
+    script.write_text(ASKING_BESIDE_A_COMPLETION)
+    gateway = Gateway(lambda: Client.stdio([sys.executable, str(script)]), name="front", timeout=30)
+    asked: list[str] = []
+
+    def elicit(params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params["message"])
+        return {"action": "accept", "content": {}}
+
+    async with running(gateway.server, via="h11") as front, Client.http(front.url, elicit=elicit) as client:
+        with anyio.fail_after(60):
+            outcomes: dict[str, Any] = {}
+
+            async def call(tool: str) -> None:
+                outcomes["call"] = (await client.call_tool(tool)).text
+
+            async def complete(value: str) -> None:
+                outcomes["completion"] = await client.complete(prompt="greet", argument="name", value=value)
+
+            async with anyio.create_task_group() as tasks:
+                if asker == "the completion":
+                    tasks.start_soon(call, "wait")
+                    while len(gateway.held.calls) != 1:  # the tool call is in flight upstream
+                        await anyio.sleep(0.02)
+                    tasks.start_soon(complete, "ask")
+                else:
+                    tasks.start_soon(complete, "hold")
+                    while len(gateway.held.plain) != 1:  # the completion is in flight upstream
+                        await anyio.sleep(0.02)
+                    tasks.start_soon(call, "ask")
+            assert asked == []
+            if asker == "the completion":
+                assert outcomes == {"call": "released", "completion": [UNPLACED]}
+            else:
+                assert outcomes == {"call": UNPLACED, "completion": ["done"]}
+
+
+class _AskingOverHttp:
+    """A 2025-era Streamable HTTP upstream on 127.0.0.1, by hand (h11): a question comes in the response stream
+    of the request it is for. `wait` answers once the completion is done, `ask` asks in its own stream; a
+    completion of "ask" asks in its own stream, of "hold" answers once `ask` is done."""
+
+    def __init__(self) -> None:
+        self.replies: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.done = {"call": anyio.Event(), "completion": anyio.Event()}
+
+    async def serve(self, stream: anyio.abc.SocketStream) -> None:
+        connection = h11.Connection(h11.SERVER)
+        async with stream:
+            while True:
+                event = connection.next_event()
+                if event is h11.NEED_DATA:
+                    try:
+                        connection.receive_data(await stream.receive())
+                    except (anyio.EndOfStream, anyio.BrokenResourceError):
+                        return
+                    continue
+                if not isinstance(event, h11.Request):
+                    return
+                body = b""
+                while not isinstance(event := connection.next_event(), h11.EndOfMessage):
+                    if event is h11.NEED_DATA:
+                        connection.receive_data(await stream.receive())
+                    elif isinstance(event, h11.Data):
+                        body += event.data
+                await self._answer(connection, stream, orjson.loads(body) if body else {})
+                if connection.our_state is not h11.DONE:
+                    return
+                connection.start_next_cycle()
+
+    async def _answer(self, connection: h11.Connection, stream: anyio.abc.SocketStream, message: dict[str, Any]) -> None:
+        method, params = message.get("method"), message.get("params") or {}
+        plain = {"server/discover": {"error": {"code": -32601, "message": "Method not found"}},
+                 "initialize": {"result": {"protocolVersion": "2025-11-25", "serverInfo": {"name": "asker", "version": "1"},
+                                           "capabilities": {"tools": {}, "prompts": {}, "completions": {}}}},
+                 "tools/list": {"result": {"tools": [{"name": name, "inputSchema": {"type": "object"}} for name in ("wait", "ask")]}},
+                 "prompts/list": {"result": {"prompts": [{"name": "greet", "arguments": [{"name": "name"}]}]}}}
+        if method in plain or "id" not in message or "method" not in message:
+            if "method" not in message and message.get("id") in self.replies:
+                self.replies[message["id"]].set_result(message)
+            answer = orjson.dumps({"jsonrpc": "2.0", "id": message.get("id"), **plain[method]}) if method in plain else b""
+            headers = [("content-type", "application/json"), ("mcp-session-id", "s1"), ("content-length", str(len(answer)))]
+            await stream.send(connection.send(h11.Response(status_code=200 if answer else 202, headers=headers))
+                              + connection.send(h11.Data(data=answer)) + connection.send(h11.EndOfMessage()))
+            return
+        await stream.send(connection.send(h11.Response(status_code=200, headers=[("content-type", "text/event-stream")])))
+
+        async def event(sent: dict[str, Any]) -> None:
+            await stream.send(connection.send(h11.Data(data=b"data: " + orjson.dumps({"jsonrpc": "2.0", **sent}) + b"\n\n")))
+
+        async def asked(key: str, text: str) -> str:
+            self.replies[key] = asyncio.get_running_loop().create_future()
+            await event({"id": key, "method": "elicitation/create",
+                         "params": {"message": text, "requestedSchema": {"type": "object", "properties": {}}}})
+            reply = await self.replies[key]
+            error = reply.get("error")
+            return f"refused {error['code']}: {error['message']}" if error else f"answered {reply['result']['action']}"
+
+        if method == "tools/call" and params["name"] == "wait":
+            await self.done["completion"].wait()
+            result: dict[str, Any] = {"content": [{"type": "text", "text": "released"}]}
+        elif method == "tools/call":
+            result = {"content": [{"type": "text", "text": await asked("for-the-call", "Which name, for the call?")}]}
+            self.done["call"].set()
+        elif params["argument"]["value"] == "ask":
+            result = {"completion": {"values": [await asked("for-the-completion", "Which name, for the completion?")]}}
+            self.done["completion"].set()
+        else:
+            await self.done["call"].wait()
+            result = {"completion": {"values": ["done"]}}
+        await event({"id": message["id"], "result": result})
+        await stream.send(connection.send(h11.EndOfMessage()))
+
+
+@pytest.mark.parametrize("asker", ["the completion", "the call"])
+async def test_over_http_a_question_beside_a_completion_reaches_only_its_own_caller(asker: str) -> None:
+    """Over Streamable HTTP a question names its request by the stream it comes in: one for the tool call
+    reaches that call's caller while a completion is in flight; one for the completion is refused (a
+    completion relays none), and the tool call's caller beside it is not asked."""
+    from http_client import running
+    from mcpcore.gateway import Gateway
+
+    upstream = _AskingOverHttp()
+    asked: list[str] = []
+
+    def elicit(params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params["message"])
+        return {"action": "accept", "content": {}}
+
+    async with await anyio.create_tcp_listener(local_host="127.0.0.1") as listener, anyio.create_task_group() as serving:
+        serving.start_soon(listener.serve, upstream.serve)
+        url = f"http://127.0.0.1:{listener.extra(anyio.abc.SocketAttribute.local_port)}/mcp"
+        gateway = Gateway(lambda: Client.http(url), name="front", timeout=30)
+        async with running(gateway.server, via="h11") as front, Client.http(front.url, elicit=elicit) as client:
+            with anyio.fail_after(60):
+                outcomes: dict[str, Any] = {}
+
+                async def call(tool: str) -> None:
+                    outcomes["call"] = (await client.call_tool(tool)).text
+
+                async def complete(value: str) -> None:
+                    outcomes["completion"] = await client.complete(prompt="greet", argument="name", value=value)
+
+                async with anyio.create_task_group() as tasks:
+                    if asker == "the completion":
+                        tasks.start_soon(call, "wait")
+                        while len(gateway.held.calls) != 1:
+                            await anyio.sleep(0.02)
+                        tasks.start_soon(complete, "ask")
+                    else:
+                        tasks.start_soon(complete, "hold")
+                        while len(gateway.held.plain) != 1:
+                            await anyio.sleep(0.02)
+                        tasks.start_soon(call, "ask")
+        serving.cancel_scope.cancel()
+    if asker == "the completion":
+        assert asked == []
+        assert outcomes == {"call": "released", "completion": [
+            "refused -32601: the gateway relays elicitation/create only during a tool call, a resource read or a "
+            "prompt, not during completion/complete"]}
+    else:
+        assert asked == ["Which name, for the call?"]
+        assert outcomes == {"call": "answered accept", "completion": ["done"]}

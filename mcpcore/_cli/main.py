@@ -28,7 +28,7 @@ from .._serving.server import Server
 from ..logs import DEFAULT_LEVEL, FORMATS, LEVELS
 from .clientconfig import CLIENTS
 from .failures import cannot_listen, in_user_code
-from ..gateway import DEFAULT_HOLD, DEFAULT_TIMEOUT
+from ..gateway import DEFAULT_CONNECT_TIMEOUT, DEFAULT_HOLD, DEFAULT_TIMEOUT
 from .limits import add_options as add_limit_options, install as install_limits, limits_from
 from .proxy import HEADERS_VARIABLE, TRANSPORTS as UPSTREAM_TRANSPORTS, RemoteUpstream, is_url, upstream_headers
 from .runner import TRANSPORTS, run, run_workers, shape
@@ -180,6 +180,9 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     proxy.add_argument("url", nargs="?", metavar="URL", help="a remote server's Streamable HTTP (or HTTP+SSE) URL")
     proxy.add_argument("--upstream-timeout", type=float, default=DEFAULT_TIMEOUT,
                        help=f"seconds a request forwarded to the upstream may take ({DEFAULT_TIMEOUT:g})")
+    proxy.add_argument("--upstream-connect-timeout", type=float, metavar="SECONDS",
+                       help="seconds to start (or reach) the upstream and read its lists, at start and at each "
+                            f"restart ({DEFAULT_CONNECT_TIMEOUT:g}; also upstream_connect_timeout in settings)")
     proxy.add_argument("--upstream-transport", choices=UPSTREAM_TRANSPORTS, default="auto",
                        help="how URL is reached: auto (Streamable HTTP, or HTTP+SSE where a POST gets 404 or 405), "
                             "streamable-http or sse")
@@ -243,6 +246,8 @@ def _without_option(argv: list[str], option: str) -> list[str]:
 
 
 RUN_DEFAULTS = {"transport": "stdio", "log_level": DEFAULT_LEVEL, "log_format": "text", "workers": 1}
+# proxy options settings may give too (dest → its parser and default); a `run` reading the same file ignores them
+PROXY_SETTINGS: dict[str, tuple[Callable[[str], Any], Any]] = {"upstream_connect_timeout": (float, DEFAULT_CONNECT_TIMEOUT)}
 
 
 def _chosen(kind: Callable[[str], Any], choices: Any) -> Callable[[str], Any]:
@@ -267,6 +272,7 @@ def _settle(runner: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     actions = {a.dest: a for a in runner._actions if a.dest not in ("help", "listen_fd")}
     kinds = {dest: flag if action.const is True else _chosen(action.type or str, action.choices)
              for dest, action in actions.items()}
+    kinds.update({dest: kind for dest, (kind, _) in PROXY_SETTINGS.items()})
     try:
         found = load(kinds)  # a bad value is refused naming its file and key, or its MCPCORE_* variable
     except SettingsError as error:
@@ -274,6 +280,10 @@ def _settle(runner: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     for dest in actions:
         if getattr(args, dest) is None:
             setattr(args, dest, found.get(dest, RUN_DEFAULTS.get(dest)))
+    if args.command == "proxy":
+        for dest, (_, default) in PROXY_SETTINGS.items():
+            if getattr(args, dest) is None:
+                setattr(args, dest, found.get(dest, default))
     if args.listen_fd is not None:
         args.workers = 1  # a worker serves; only its supervisor (which read the same settings) starts workers
     if args.target is None and args.command == "run":
@@ -387,7 +397,8 @@ def _gateway(args: argparse.Namespace) -> Server:
             name = f"proxy:{urlsplit(args.url).netloc}"
         else:
             connect, name = (lambda: Client.stdio(args.upstream)), f"proxy:{os.path.basename(args.upstream[0])}"
-        return Gateway(connect, name=name, timeout=args.upstream_timeout, hold=args.upstream_hold).server
+        return Gateway(connect, name=name, timeout=args.upstream_timeout, connect_timeout=args.upstream_connect_timeout,
+                       hold=args.upstream_hold).server
     except ValueError as error:
         sys.exit(f"mcpcore: {error}")
 

@@ -18,19 +18,23 @@ to the held request, and the call goes on. A call waiting for its client is boun
 
 Which call asked: the client core answers a server request from the exchange it came in (HTTP:
 `_ASKING`, set in the call's task) or from its reader (stdio, whose requests name no call): then it
-is the one call in flight that is not already waiting for its client; with several, the gateway
-cannot tell, and the upstream gets an error saying so.
+is the one request in flight that is not already waiting for its client; with several, the gateway
+cannot tell, and the upstream gets an error saying so. Requests forwarded as they are (a
+`completion/complete`, an extension's method, the gateway's own list reads) count among those in
+flight (`HeldCalls.unrelayed`) but relay no question: one asked during them, or in their HTTP
+response stream, is refused, never handed to a call that happens to run beside them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import itertools
 import logging
 import secrets
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Coroutine, Mapping
+from typing import Any, Awaitable, Callable, Coroutine, Iterator, Mapping
 
 import anyio
 
@@ -125,7 +129,7 @@ async def settle_era(client: Client, timeout: float) -> dict[str, Any]:
             "_meta": {"io.modelcontextprotocol/serverInfo": initialized.get("serverInfo") or {}}}
 
 
-_ASKING: contextvars.ContextVar[HeldCall | None] = contextvars.ContextVar("mcpcore_gateway_asking", default=None)
+_ASKING: contextvars.ContextVar[HeldCall | str | None] = contextvars.ContextVar("mcpcore_gateway_asking", default=None)
 _KEYS = itertools.count(1)
 
 
@@ -192,14 +196,31 @@ class HeldCalls:
         self.elsewhere = elsewhere  # what hears the notifications a call carries that are not its own
         self.calls: dict[str, HeldCall] = {}  # every call in flight upstream, by key
         self.held: dict[str, HeldCall] = {}  # those waiting for their client's retry
+        self.plain: list[str] = []  # what each request in flight that relays no question is (see `unrelayed`)
+
+    @contextlib.contextmanager
+    def unrelayed(self, what: str) -> Iterator[None]:
+        """Around a request on the session that relays no question (`what`: its method): a question in its
+        HTTP response stream is refused, and on stdio it counts among the requests a question may come from."""
+        self.plain.append(what)
+        token = _ASKING.set(what)
+        try:
+            yield
+        finally:
+            _ASKING.reset(token)
+            self.plain.remove(what)
 
     async def asked(self, request: dict[str, Any]) -> dict[str, Any]:
         """`Client.on_request` of the upstream's client: the upstream's request, asked of the call's caller."""
         call = _ASKING.get() or self._only_running(request.get("method"))
+        if isinstance(call, str):
+            raise McpError(METHOD_NOT_FOUND, f"the gateway relays {request.get('method')} only during a tool call, "
+                                             f"a resource read or a prompt, not during {call}")
         return await call.ask(request)
 
-    def _only_running(self, method: Any) -> HeldCall:
-        running = [call for call in self.calls.values() if not call.waiting]
+    def _only_running(self, method: Any) -> HeldCall | str:
+        running: list[HeldCall | str] = [call for call in self.calls.values() if not call.waiting]
+        running += self.plain
         if len(running) == 1:
             return running[0]
         if not running:
