@@ -317,31 +317,37 @@ async def test_a_question_beside_a_completion_on_stdio_reaches_no_other_caller(t
         return {"action": "accept", "content": {}}
 
     async with running(gateway.server, via="h11") as front, Client.http(front.url, elicit=elicit) as client:
-        with anyio.fail_after(60):
-            outcomes: dict[str, Any] = {}
+        outcomes = await _call_beside_a_completion(gateway, client, asker)
+        assert asked == []
+        if asker == "the completion":
+            assert outcomes == {"call": "released", "completion": [UNPLACED]}
+        else:
+            assert outcomes == {"call": UNPLACED, "completion": ["done"]}
 
-            async def call(tool: str) -> None:
-                outcomes["call"] = (await client.call_tool(tool)).text
 
-            async def complete(value: str) -> None:
-                outcomes["completion"] = await client.complete(prompt="greet", argument="name", value=value)
+async def _call_beside_a_completion(gateway: Any, client: Client, asker: str) -> dict[str, Any]:
+    """A tool call and a completion in flight upstream at once, the one that asks started second; what each got."""
+    outcomes: dict[str, Any] = {}
 
-            async with anyio.create_task_group() as tasks:
-                if asker == "the completion":
-                    tasks.start_soon(call, "wait")
-                    while len(gateway.held.calls) != 1:  # the tool call is in flight upstream
-                        await anyio.sleep(0.02)
-                    tasks.start_soon(complete, "ask")
-                else:
-                    tasks.start_soon(complete, "hold")
-                    while len(gateway.held.plain) != 1:  # the completion is in flight upstream
-                        await anyio.sleep(0.02)
-                    tasks.start_soon(call, "ask")
-            assert asked == []
+    async def call(tool: str) -> None:
+        outcomes["call"] = (await client.call_tool(tool)).text
+
+    async def complete(value: str) -> None:
+        outcomes["completion"] = await client.complete(prompt="greet", argument="name", value=value)
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tasks:
             if asker == "the completion":
-                assert outcomes == {"call": "released", "completion": [UNPLACED]}
+                tasks.start_soon(call, "wait")
+                while len(gateway.held.calls) != 1:  # the tool call is in flight upstream
+                    await anyio.sleep(0.02)
+                tasks.start_soon(complete, "ask")
             else:
-                assert outcomes == {"call": UNPLACED, "completion": ["done"]}
+                tasks.start_soon(complete, "hold")
+                while len(gateway.held.plain) != 1:  # the completion is in flight upstream
+                    await anyio.sleep(0.02)
+                tasks.start_soon(call, "ask")
+    return outcomes
 
 
 class _AskingOverHttp:
@@ -441,26 +447,7 @@ async def test_over_http_a_question_beside_a_completion_reaches_only_its_own_cal
         url = f"http://127.0.0.1:{listener.extra(anyio.abc.SocketAttribute.local_port)}/mcp"
         gateway = Gateway(lambda: Client.http(url), name="front", timeout=30)
         async with running(gateway.server, via="h11") as front, Client.http(front.url, elicit=elicit) as client:
-            with anyio.fail_after(60):
-                outcomes: dict[str, Any] = {}
-
-                async def call(tool: str) -> None:
-                    outcomes["call"] = (await client.call_tool(tool)).text
-
-                async def complete(value: str) -> None:
-                    outcomes["completion"] = await client.complete(prompt="greet", argument="name", value=value)
-
-                async with anyio.create_task_group() as tasks:
-                    if asker == "the completion":
-                        tasks.start_soon(call, "wait")
-                        while len(gateway.held.calls) != 1:
-                            await anyio.sleep(0.02)
-                        tasks.start_soon(complete, "ask")
-                    else:
-                        tasks.start_soon(complete, "hold")
-                        while len(gateway.held.plain) != 1:
-                            await anyio.sleep(0.02)
-                        tasks.start_soon(call, "ask")
+            outcomes = await _call_beside_a_completion(gateway, client, asker)
         serving.cancel_scope.cancel()
     if asker == "the completion":
         assert asked == []
