@@ -91,16 +91,16 @@ def test_quotas_of_a_past_day_and_refilled_buckets_are_dropped_first() -> None:
         assert limiter.take(who(name), [RATE]) is None  # each full again at 2.0
     clocks.now = 3.0
     assert limiter.take(who("d"), [RATE]) is None
-    assert [key[1][1] for key in limiter._buckets] == ["drained", "d"]  # b and c lose nothing; "drained" kept
     assert [kind(limiter.take(who("drained"), [RATE])) for _ in range(4)] == [None] * 3 + ["rate"]  # 3 s, 3 calls
+    assert [key[1][1] for key in limiter._buckets] == ["d", "drained"]  # b and c, refilled, lost nothing
 
     limiter = clocks.limiter(max_callers=3)
     limiter.take(who("yesterday"), [DAILY])
     clocks.wall += DAY
     assert limiter.take(who("x"), [DAILY]) is None and limiter.take(who("y"), [DAILY]) is None
     assert limiter.take(who("z"), [DAILY]) is None  # yesterday's dropped, not x's or y's
-    assert [key[1][1] for key in limiter._quotas] == ["x", "y", "z"]
     assert kind(limiter.take(who("w"), [DAILY])) == "callers"
+    assert [key[1][1] for key in limiter._quotas] == ["x", "y", "z"]
 
 
 def test_a_partly_drained_bucket_is_dropped_least_recently_used_when_none_is_refilled() -> None:
