@@ -179,13 +179,15 @@ class LocalLimiter:
                 quotas.append((key, (used + 1, today)))
             if wait and (refusal is None or wait > refusal.wait):
                 refusal = Refusal(check, wait)
-        if refusal is None and quotas:
+        if refusal is None and len(self._quotas) + len(quotas) > self.max_callers:
             refusal = self._room_for(quotas, today, wall)
         if refusal is None:
-            _keep(self._quotas, quotas)
-            self._new_buckets += _keep(self._buckets, buckets)
-            if len(self._buckets) > self.max_callers:
-                self._drop_buckets(now)
+            if quotas:
+                _keep(self._quotas, quotas)
+            if buckets:
+                self._new_buckets += _keep(self._buckets, buckets)
+                if len(self._buckets) > self.max_callers:
+                    self._drop_buckets(now)
         return refusal
 
     def _room_for(self, quotas: list[tuple[Any, tuple[int, int]]], today: int, wall: float) -> Refusal | None:
@@ -205,9 +207,9 @@ class LocalLimiter:
 
     def _drop_buckets(self, now: float) -> None:
         """Down to `max_callers` buckets: the refilled ones first, then the least recently used. A sweep
-        for refilled ones reads the whole table, so it runs at most once per eighth of it made anew."""
+        for refilled ones reads the whole table, so it runs at most once per half of it made anew."""
         held = self._buckets
-        if self._new_buckets * 8 >= self.max_callers:
+        if self._new_buckets * 2 >= self.max_callers:
             self._new_buckets = 0
             for key in [key for key, (_, _, full_at) in held.items() if full_at <= now]:
                 del held[key]
