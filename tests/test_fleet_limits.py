@@ -243,7 +243,7 @@ def test_a_local_limiter_keeps_a_bounded_number_of_buckets_and_refills_them() ->
     assert over is not None and over.check == day and over.wait == DAY - 5  # the longest wait is the one said
     for name in "bcd":
         limiter.take(("principal", name), rate)
-    assert len(limiter._held) == 3
+    assert len(limiter._buckets) == 3
 
 
 def test_limits_refuse_what_cannot_be_a_limit() -> None:

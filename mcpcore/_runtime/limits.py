@@ -10,6 +10,7 @@ fleet-wide keeper (`mcpcore.fleetlimits`) keeps them in Redis and falls back to 
 from __future__ import annotations
 
 import collections
+import logging
 import math
 import time
 from dataclasses import dataclass, field
@@ -21,6 +22,8 @@ from .call import Call
 __all__ = ["Check", "Limits", "LocalLimiter", "Refusal", "caller", "rate_limited"]
 
 DAY = 86_400
+
+log = logging.getLogger("mcpcore.limits")
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,8 @@ def _check_bucket(name: str, rate: float, burst: int) -> None:
 @dataclass(frozen=True, slots=True)
 class Check:
     """One bucket (`kind` "rate": `limit` calls a second, `burst`) or quota (`kind` "day": `limit` calls)
-    a call spends from; `tool` is "" for the caller's own."""
+    a call spends from; `tool` is "" for the caller's own. A refusal's check may also be the room to
+    keep quotas (`kind` "callers": `limit` quotas kept, all spent today)."""
 
     kind: str
     tool: str
@@ -88,10 +92,15 @@ class Refusal:
     wait: float
 
     def error(self) -> McpError:
-        """Code 429 with `data.retryAfter` (HTTP: status 429 and `Retry-After`); a quota says it is one."""
+        """Code 429 with `data.retryAfter` (HTTP: status 429 and `Retry-After`); a quota says it is one,
+        and so does a new caller refused because every quota kept is spent today."""
         seconds = max(1, math.ceil(self.wait))
         if self.check.kind == "rate":
             return rate_limited(seconds, self.check.tool)
+        if self.check.kind == "callers":
+            return McpError(RATE_LIMITED, f"Too many callers today: the server keeps {int(self.check.limit)} daily "
+                            f"quotas, all spent today, and starts no new one until they reset at 00:00 UTC, in "
+                            f"{seconds} s", {"retryAfter": seconds, "period": "day"})
         quota = int(self.check.limit)
         data: dict[str, Any] = {"retryAfter": seconds, "quota": quota, "period": "day"}
         calls = f"{quota} call{'' if quota == 1 else 's'}"
@@ -119,42 +128,93 @@ def caller(call: Call) -> tuple[str, str]:
 Next = Callable[[Call], Awaitable[bytes]]
 
 
+def _keep(table: collections.OrderedDict[Any, Any], entries: list[tuple[Any, Any]]) -> int:
+    """Write `entries` into `table` as its most recently used; how many of them are new keys."""
+    new = 0
+    for key, held in entries:
+        new += table.pop(key, None) is None
+        table[key] = held
+    return new
+
+
 class LocalLimiter:
-    """`Limits` kept in this process (middleware): at most `max_callers` buckets and quotas, the least
-    recently used dropped first (a dropped bucket is full again, a dropped quota unspent)."""
+    """`Limits` kept in this process (middleware): at most `max_callers` buckets and as many daily quotas.
+
+    Dropping a kept entry must never give back a quota spent today. A full table of buckets drops
+    the refilled ones (nothing lost), else the least recently used (it comes back full: at most its
+    burst given back); a full table of quotas drops those of a past day, and when all are today's
+    a call that needs a new one is refused until they reset at 00:00 UTC (kept callers go on)."""
 
     def __init__(self, limits: Limits, *, max_callers: int = 10_000, clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] = time.time) -> None:
+        if max_callers < 2:
+            raise ValueError(f"max_callers must be at least 2 (a call may spend from two buckets and two quotas), "
+                             f"not {max_callers!r}")
         self.limits, self.max_callers, self._clock, self._wall = limits, max_callers, clock, wall
-        self._held: collections.OrderedDict[Any, tuple[float, float]] = collections.OrderedDict()  # key → (tokens | used, at | day)
+        # key → (tokens, at, full again at), least recently used first
+        self._buckets: collections.OrderedDict[Any, tuple[float, float, float]] = collections.OrderedDict()
+        # key → (used, day), least recently spent first: those of a past day come first
+        self._quotas: collections.OrderedDict[Any, tuple[int, int]] = collections.OrderedDict()
+        self._new_buckets = 0  # buckets made since the last sweep for refilled ones
+        self._full_day: int | None = None  # the day the quotas were last said full, to say it once a day
 
     def take(self, who: tuple[str, str], checks: list[Check]) -> Refusal | None:
         """Spend from every check, or from none and say which refused (the one waited for longest)."""
         now, wall = self._clock(), self._wall()
-        today = wall // DAY
-        after: list[tuple[Any, tuple[float, float]]] = []
+        today = int(wall // DAY)
+        buckets: list[tuple[Any, tuple[float, float, float]]] = []
+        quotas: list[tuple[Any, tuple[int, int]]] = []
         refusal: Refusal | None = None
         for check in checks:
             key = (check.kind, who, check.tool)
             if check.kind == "rate":
-                tokens, at = self._held.get(key, (float(check.burst), now))
+                tokens, at, _ = self._buckets.get(key, (float(check.burst), now, now))
                 tokens = min(float(check.burst), tokens + (now - at) * check.limit)
                 wait = 0.0 if tokens >= 1 else (1 - tokens) / check.limit
-                after.append((key, (tokens - 1, now)))
+                buckets.append((key, (tokens - 1, now, now + (check.burst - tokens + 1) / check.limit)))
             else:
-                used, day = self._held.get(key, (0.0, today))
-                used = used if day == today else 0.0
+                used, day = self._quotas.get(key, (0, today))
+                used = used if day == today else 0
                 wait = 0.0 if used < check.limit else (today + 1) * DAY - wall
-                after.append((key, (used + 1, today)))
+                quotas.append((key, (used + 1, today)))
             if wait and (refusal is None or wait > refusal.wait):
                 refusal = Refusal(check, wait)
+        if refusal is None and len(self._quotas) + len(quotas) > self.max_callers:
+            refusal = self._room_for(quotas, today, wall)
         if refusal is None:
-            for key, held in after:
-                self._held.pop(key, None)
-                self._held[key] = held
-            while len(self._held) > self.max_callers:
-                self._held.popitem(last=False)
+            if quotas:
+                _keep(self._quotas, quotas)
+            if buckets:
+                self._new_buckets += _keep(self._buckets, buckets)
+                if len(self._buckets) > self.max_callers:
+                    self._drop_buckets(now)
         return refusal
+
+    def _room_for(self, quotas: list[tuple[Any, tuple[int, int]]], today: int, wall: float) -> Refusal | None:
+        """Make room for a call's quotas by dropping those of a past day (nothing lost), or refuse the call
+        when every quota kept is today's (cost: one step per quota dropped)."""
+        held = self._quotas
+        while (missing := sum(key not in held for key, _ in quotas)) and len(held) + missing > self.max_callers:
+            oldest = next(iter(held))
+            if held[oldest][1] == today:
+                if self._full_day != today:
+                    self._full_day = today
+                    log.warning("rate limits: %d daily quotas are kept today, the most this process keeps; calls of "
+                                "new callers that need one are refused until 00:00 UTC", self.max_callers)
+                return Refusal(Check("callers", "", self.max_callers, 0), (today + 1) * DAY - wall)
+            del held[oldest]
+        return None
+
+    def _drop_buckets(self, now: float) -> None:
+        """Down to `max_callers` buckets: the refilled ones first, then the least recently used. A sweep
+        for refilled ones reads the whole table, so it runs at most once per half of it made anew."""
+        held = self._buckets
+        if self._new_buckets * 2 >= self.max_callers:
+            self._new_buckets = 0
+            for key in [key for key, (_, _, full_at) in held.items() if full_at <= now]:
+                del held[key]
+        while len(held) > self.max_callers:
+            held.popitem(last=False)
 
     async def __call__(self, call: Call, call_next: Next) -> bytes:
         checks = self.limits.checks(call)
