@@ -9,9 +9,9 @@ runner keeps an in-flight window: up to `max_in_flight` calls run, each in a
 task of its own; later ones are held in arrival order and start as slots free (the transport
 stops reading once its limit of held calls is reached, so nothing is dropped and
 the bound is real, while cancellations and EOF behind fewer are still seen).
-With `eager`, a call's task takes its first step at once, inside `submit` (3.12's
-`eager_start`; `step_now` before it): a call that never waits is answered without a
-pass of the event loop.
+With `eager` (which a transport may change between submits), a call's task takes its
+first step at once, inside `submit` (3.12's `eager_start`; `step_now` before it): a call
+that never waits is answered without a pass of the event loop.
 Long-lived calls (open subscriptions) run outside the window, bounded by their
 own limit, so they never starve ordinary calls or a cancellation. `Call.cancel`
 is the only way a call is cancelled: a held call is then dropped unstarted. A

@@ -378,11 +378,15 @@ class StdioSession:
 
         The answers to a chunk of several lines are gathered (up to `CORK_BYTES`) and written
         together once the calls it started have taken their first step: a pipelining client
-        gets them in one write instead of one system call per answer.
+        gets them in one write instead of one system call per answer. Those calls start
+        together, a pass later, not eagerly one by one (ADR 13): their answers wait for that
+        write anyway, and a sync tool's job handed to a worker per line fought the rest of the
+        parsing for the GIL.
         """
         cork = self._corked is None and chunk.find(b"\n") < len(chunk) - 1  # more after the first line
         if cork:
             self._corked = []
+        self.runner.eager = not cork
         self._lines(chunk)
         if cork:
             asyncio.get_running_loop().call_soon(self._uncork)  # queued behind the first steps of its calls
