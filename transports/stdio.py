@@ -37,7 +37,7 @@ from mcpcore._serving.server import Server
 from mcpcore._wire.jsonrpc import INVALID_REQUEST, NOTIFICATION, REQUEST, RESPONSE, McpError, encode_error
 from mcpcore._wire.protocol import claims_modern
 
-from ._calls import CallRunner, Malformed, cancelled_request, read_message, take_response
+from ._calls import EAGER_TASKS, CallRunner, Malformed, cancelled_request, read_message, take_response
 from ._flow import WriteFlow
 
 log = logging.getLogger(__name__)
@@ -378,15 +378,15 @@ class StdioSession:
 
         The answers to a chunk of several lines are gathered (up to `CORK_BYTES`) and written
         together once the calls it started have taken their first step: a pipelining client
-        gets them in one write instead of one system call per answer. Those calls start
-        together, a pass later, not eagerly one by one (ADR 13): their answers wait for that
-        write anyway, and a sync tool's job handed to a worker per line fought the rest of the
-        parsing for the GIL.
+        gets them in one write instead of one system call per answer. Before Python 3.12 those
+        calls start together, a pass later, not eagerly one by one (ADR 13): their answers wait
+        for that write anyway, and a sync tool's job handed to a worker per line fought the rest
+        of the parsing for the GIL; 3.12's own eager start is cheap enough to keep.
         """
         cork = self._corked is None and chunk.find(b"\n") < len(chunk) - 1  # more after the first line
         if cork:
             self._corked = []
-        self.runner.eager = not cork
+        self.runner.eager = EAGER_TASKS or not cork
         self._lines(chunk)
         if cork:
             asyncio.get_running_loop().call_soon(self._uncork)  # queued behind the first steps of its calls
