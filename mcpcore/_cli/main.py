@@ -280,7 +280,7 @@ def _settle(runner: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     for dest in actions:
         if getattr(args, dest) is None:
             setattr(args, dest, found.get(dest, RUN_DEFAULTS.get(dest)))
-    if args.command == "proxy":
+    if getattr(args, "command", None) == "proxy":  # `dev` settles its children's options, which name no command
         for dest, (_, default) in PROXY_SETTINGS.items():
             if getattr(args, dest) is None:
                 setattr(args, dest, found.get(dest, default))
