@@ -1257,6 +1257,6 @@ def _called(tool: Tool, arguments: dict[str, Any], strict: bool) -> Any:
 def test_the_one_pass_plan_answers_exactly_as_the_full_path_does(arguments: dict[str, Any], strict: bool) -> None:
     planned = Tool(_flat, inline=True)
     full = Tool(_flat, inline=True)
-    full._quick = None  # the full path only: coerce, validate, convert
-    assert planned._quick is not None
+    full.quick = None  # the full path only: coerce, validate, convert
+    assert planned.quick is not None
     assert _called(planned, arguments, strict) == _called(full, arguments, strict)

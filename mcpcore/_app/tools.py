@@ -87,11 +87,11 @@ class Tool:
         # The call plan's one decision: where the keyword arguments are the JSON arguments themselves,
         # arguments the schema's quick check accepts go to the function as they are; anything else takes
         # the full path, which coerces, validates, explains and converts.
-        self._quick = self.validator.quick if self.raw_schema or self.info.takes_json else None
+        self.quick = self.validator.quick if self.raw_schema or self.info.takes_json else None
         # And how it is called: an async function that takes no Context and no dependencies is called
         # as it is, its coroutine awaited with no frame between (anything else through `FunctionInfo.start`).
         info = self.info
-        self._direct = info.fn if info.is_async and info.context_param is None and not info.dependencies else None
+        self.direct = info.fn if info.is_async and info.context_param is None and not info.dependencies else None
         self._start = info.start
         self.isolated: Target | None = None  # where a worker process finds the function (isolate=True)
         self.timeout, self.memory = timeout, memory
@@ -131,11 +131,16 @@ class Tool:
         self._entry = entry
         self.own_budget = budget_bytes(result_budget)  # None: the server's; False: none
         self.result_budget: int | None = None  # in bytes, once the server's budget is applied
+        self.plain = False  # decided with the budget (`apply_budget`)
 
     def apply_budget(self, server_budget: int | None) -> None:
         """Decide, at registration, whether this tool's results are measured: a tool without a budget
         keeps its plan's `call` (nothing paid per call); one with a budget is called through `_fitted_call`,
-        around that plan (an idempotent tool's stored result is cut anew for each answer)."""
+        around that plan (an idempotent tool's stored result is cut anew for each answer).
+
+        Then whether its calls are `plain`: its function is async and takes only the arguments, which
+        go to it as sent once `quick` accepts them, and nothing is measured, kept, required of the
+        caller or run as a task. The dispatcher may then run such a call itself (ADR 13 item 9)."""
         own = self.own_budget
         self.result_budget = server_budget if own is None else (own or None)
         if self.result_budget is not None:
@@ -144,6 +149,8 @@ class Tool:
             self.call = self._once  # type: ignore[method-assign]
         else:
             self.__dict__.pop("call", None)
+        self.plain = (self.quick is not None and self.direct is not None and not self.requires
+                      and self.task == "forbidden" and self._once is None and self.result_budget is None)
 
     async def _fitted_call(self, arguments: dict[str, Any], context: Context) -> dict[str, Any]:
         """`call`, its result cut to the budget (the rest kept for the caller: `_runtime/results.py`)."""
@@ -180,7 +187,7 @@ class Tool:
         """Run the tool and return a `CallToolResult` body (without resultType/_meta)."""
         if self.requires:
             context.require_capability(**self.requires)
-        if self._quick is not None and self._quick(arguments):
+        if self.quick is not None and self.quick(arguments):
             kwargs = dict(arguments)  # a dict of its own: start adds the Context to it
         else:
             notes: list[str] = []
@@ -196,23 +203,28 @@ class Tool:
             except ValueError as error:
                 return _error_result(f"Invalid arguments for tool {self.key!r}: {error}")
         try:
-            direct = self._direct
+            direct = self.direct
             value = await (direct(**kwargs) if direct is not None else self._start(kwargs, context))
             if isinstance(value, InputRequired):  # returning it is the same as raising it
                 raise value
         except (McpError, InputRequired):
             raise
-        except ToolError as error:  # a failure the tool explains to the model
-            return _error_result(str(error))
-        except Exception as error:  # a bug in the tool: log it, tell the model, keep serving
-            if not context.masks_errors:
-                log.exception("tool %r raised; the client gets an isError result", self.key)
-                kind = error.type_name if isinstance(error, Raised) else type(error).__name__
-                return _error_result(f"Error in tool {self.key!r}: {kind}: {error}")
-            reference = secrets.token_hex(4)
-            log.exception("tool %r raised (reference %s); the client gets a masked isError result", self.key, reference)
-            return _error_result(f"Error in tool {self.key!r}: an internal error occurred (reference {reference})")
+        except Exception as error:
+            return self.failed(error, context.masks_errors)
         return self.shape(value)
+
+    def failed(self, error: Exception, masked: bool) -> dict[str, Any]:
+        """The result of a call the function raised in (anything but `McpError` and `InputRequired`)."""
+        if isinstance(error, ToolError):  # a failure the tool explains to the model
+            return _error_result(str(error))
+        # A bug in the tool (called from its `except`): log it, tell the model, keep serving.
+        if not masked:
+            log.exception("tool %r raised; the client gets an isError result", self.key)
+            kind = error.type_name if isinstance(error, Raised) else type(error).__name__
+            return _error_result(f"Error in tool {self.key!r}: {kind}: {error}")
+        reference = secrets.token_hex(4)
+        log.exception("tool %r raised (reference %s); the client gets a masked isError result", self.key, reference)
+        return _error_result(f"Error in tool {self.key!r}: an internal error occurred (reference {reference})")
 
     def _isolate(self, inline: bool) -> None:
         """Refuse at registration what a worker process cannot run, and find where it will find the function."""
@@ -226,7 +238,7 @@ class Tool:
         if self.memory is not None and (self.memory < MIB or resource_limits_missing()):
             raise ValueError(f"tool {key!r}: memory= is bytes, at least 1 MiB, on a platform with RLIMIT_AS")
         self.isolated = Target.of(info.fn, key)
-        self._direct = None
+        self.direct = None
         self._start = self._run_isolated  # type: ignore[assignment]
 
     async def _run_isolated(self, arguments: dict[str, Any], context: Context) -> Any:

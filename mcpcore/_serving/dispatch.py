@@ -40,6 +40,7 @@ from .._wire.jsonrpc import (
     ResourceNotFound,
     encode_error,
     encode_raw_result,
+    encode_text_result,
     invalid_params,
     request_params,
     unsupported_version,
@@ -51,6 +52,7 @@ from .legacy import LegacyDispatcher
 from .shape import App, Handler
 
 if TYPE_CHECKING:
+    from .._app.tools import Tool
     from .._runtime.metrics import Metrics
 
 log = logging.getLogger("mcpcore.dispatch")
@@ -97,6 +99,7 @@ class Dispatcher:
     def __init__(self, server: App) -> None:
         self.server = server
         self._discover: bytes | None = None
+        self._tail: tuple[dict[str, Any] | None, bytes] = (None, b"")  # `_text_tail`, for the server's result `_meta`
         # method → (handler, whether the server offers it right now)
         self._methods: dict[str, tuple[Handler, Callable[[], bool]]] = {
             "server/discover": (self._on_discover, lambda: True),
@@ -201,8 +204,17 @@ class Dispatcher:
             return None
         return entry[0]
 
-    async def handle(self, call: Call, writer: Writer) -> None:
-        """Answer one request: notifications (if any) then exactly one response."""
+    def handle(self, call: Call, writer: Writer) -> Awaitable[None]:
+        """Answer one request: notifications (if any) then exactly one response (await what this
+        returns: a call of a plain tool on a server with nothing else in play is run by `_plain_call`)."""
+        route, server = call.route, self.server
+        tool = None if route is None else route.target
+        if (tool is not None and tool.plain and call.session is None and not server.middleware
+                and server.metrics is None and server.apps is None and "tools/call" not in self._result_fields):
+            return self._plain_call(call, tool, writer)
+        return self._handle(call, writer)
+
+    async def _handle(self, call: Call, writer: Writer) -> None:
         call_facts.set(facts_of(call))  # for the log records of this call (its task's own context)
         server = self.server
         metrics = server.metrics
@@ -266,20 +278,82 @@ class Dispatcher:
             try:
                 result = await entry[0](route, params, context)
             except InputRequired as ask:
-                result, payload = ask.result(context.client_capabilities)
-                result["requestState"] = self.server.sealer.seal(payload, _binding(route, params, context))
+                result = self._asked(ask, route, params, context)
         adders = self._result_fields.get(method)
         if adders:
             result = orjson.loads(result) if isinstance(result, bytes) else result  # a cached page, opened for them
             if result.get("resultType", "complete") == "complete":
                 for add in adders:
                     await add(result, context)
-        if isinstance(result, bytes):
-            return result
+        return result if isinstance(result, bytes) else self._serialized(result)
+
+    def _serialized(self, result: dict[str, Any]) -> bytes:
+        """A result's JSON, its `resultType` defaulted and the server's `_meta` under its own."""
         result_meta = self.server.result_meta
         result.setdefault("resultType", "complete")
         result["_meta"] = {**result_meta, **result["_meta"]} if "_meta" in result else result_meta
         return orjson.dumps(result)
+
+    def _asked(self, ask: InputRequired, route: Route, params: dict[str, Any], context: Context) -> dict[str, Any]:
+        """The result of a call that asks for input: what it asks, and its state sealed to this call."""
+        result, payload = ask.result(context.client_capabilities)
+        result["requestState"] = self.server.sealer.seal(payload, _binding(route, params, context))
+        return result
+
+    async def _plain_call(self, call: Call, tool: Tool, writer: Writer) -> None:
+        """A `tools/call` of a `plain` tool on a server with no middleware, metrics, MCP Apps or
+        result fields of extensions: `_handle`, `_dispatch`, `_on_tools_call` and `Tool.call`
+        folded into one coroutine for that case (ADR 13 item 9), which makes no `Context` unless
+        the tool asks for input, and frames a text answer from prebuilt bytes. Arguments `quick`
+        does not accept and a retry's `inputResponses` or `requestState` go the general way,
+        before the function runs; the answers are those of the general way, byte for byte."""
+        call_facts.set(facts_of(call))  # for the log records of this call (its task's own context)
+        message = call.message
+        params = message["params"]  # an object: the route found its tool by name
+        arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        if not tool.quick(arguments) or "inputResponses" in params or "requestState" in params:
+            return await self._handle(call, writer)
+        request_id = message["id"]
+        code: int | None = INTERNAL_ERROR
+        try:
+            meta = request_meta(params)
+            try:
+                value = await tool.direct(**arguments)
+            except McpError:
+                raise
+            except InputRequired as ask:
+                result = self._asked(ask, call.route, params, Context(call, writer, meta, self.server))
+            except Exception as error:
+                result = tool.failed(error, self.server.mask_errors)
+            else:
+                if value.__class__ is str and not tool.structured:  # the commonest answer, framed from bytes
+                    result = None
+                elif isinstance(value, InputRequired):  # returning it is the same as raising it
+                    result = self._asked(value, call.route, params, Context(call, writer, meta, self.server))
+                else:
+                    result = tool.shape(value)
+            if result is None:
+                response = encode_text_result(request_id, value, self._text_tail())
+            else:
+                response = encode_raw_result(request_id, self._serialized(result))
+            code = None
+        except McpError as error:
+            code, response = error.code, encode_error(request_id, error)
+        except Exception:  # a bug on our side
+            log.exception("internal error answering tools/call request %r", request_id)
+            response = encode_error(request_id, McpError(INTERNAL_ERROR, "Internal error"))
+        if not call.cancelled:
+            await writer.respond(response, code)
+
+    def _text_tail(self) -> bytes:
+        """What follows a text answer's text: the rest of the result `_serialized` would make of it."""
+        result_meta = self.server.result_meta
+        if self._tail[0] is not result_meta:
+            rest = orjson.dumps({"resultType": "complete", "_meta": result_meta})
+            self._tail = (result_meta, b"}]," + rest[1:] + b"}")
+        return self._tail[1]
 
     def _retried(self, route: Route, params: dict[str, Any], context: Context) -> None:
         """A retry of a method that asked for input: its answers, read against the sealed state

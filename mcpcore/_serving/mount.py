@@ -101,6 +101,8 @@ class _View:
 
 
 class MountedTool(_View):
+    plain = False  # its calls run in the other server, inside that server's middleware: never the dispatcher's own
+
     def __init__(self, mount: Mount, tool: Tool) -> None:
         key = served_name(mount.prefix, tool.key)
         check_tool_name(key)

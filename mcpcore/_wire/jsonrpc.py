@@ -187,6 +187,15 @@ def encode_raw_result(request_id: Any, result_json: bytes) -> bytes:
     return b"".join((_RESULT_HEAD, orjson.dumps(request_id), b',"result":', result_json, b"}"))
 
 
+_TEXT_HEAD = b',"result":{"content":[{"type":"text","text":'
+
+
+def encode_text_result(request_id: Any, text: str, tail: bytes) -> bytes:
+    """A response whose result is one text block, then `tail`: the rest of the result and the
+    response's closing brace (`}],"resultType":...}}`), prebuilt by its caller."""
+    return b"".join((_RESULT_HEAD, orjson.dumps(request_id), _TEXT_HEAD, orjson.dumps(text), tail))
+
+
 def encode_error(request_id: Any, error: McpError) -> bytes:
     """An error response; the id is omitted when it could not be read.
 
