@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import orjson
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -31,11 +32,13 @@ async def point(x: int) -> dict[str, int]:
     return _act()
 
 
-def _server(mask_errors: bool) -> Server:
-    server = Server("plain", mask_errors=mask_errors)
-    server.add_tool(said)
-    server.add_tool(point)
-    return server
+def said_in_a_thread(text: str, count: int = 0) -> Any:
+    return _act()
+
+
+SERVER = Server("plain")
+for _tool in (said, point, said_in_a_thread):
+    SERVER.add_tool(_tool)
 
 
 _VALUES = st.one_of(st.text(max_size=8), st.integers(-3, 3), st.booleans(), st.none(), st.just([1]), st.just({"a": 1}))
@@ -56,7 +59,7 @@ _METAS = st.one_of(st.just(meta()), st.sampled_from([{}, meta(**{"io.modelcontex
 _EXTRA = st.one_of(st.just({}), st.sampled_from([{"requestState": "not sealed"}, {"inputResponses": {}}]))
 
 
-def _answer(server: Server, message: dict[str, Any]) -> tuple[Any, int | None, str]:
+async def _answer(server: Server, message: dict[str, Any]) -> tuple[Any, int | None, str]:
     answers: list[tuple[bytes, int | None]] = []
 
     class Writer:
@@ -67,12 +70,7 @@ def _answer(server: Server, message: dict[str, Any]) -> tuple[Any, int | None, s
 
     coroutine = server.handle(Call(message, server.route(message)), Writer())
     name = coroutine.cr_code.co_name
-    try:
-        coroutine.send(None)
-    except StopIteration:
-        pass
-    else:
-        raise AssertionError("the call waited")
+    await coroutine
     (data, code), = answers
     answer = orjson.loads(data)
     if "requestState" in answer.get("result", {}):  # sealed with a fresh nonce each time: opened, then compared
@@ -82,7 +80,7 @@ def _answer(server: Server, message: dict[str, Any]) -> tuple[Any, int | None, s
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.sampled_from(["said", "point"]), _ARGUMENTS, _OUTCOMES, _METAS, _EXTRA, st.booleans())
+@given(st.sampled_from(["said", "point", "said_in_a_thread"]), _ARGUMENTS, _OUTCOMES, _METAS, _EXTRA, st.booleans())
 @example("said", {"text": "hi"}, ("return", "hi"), meta(), {}, False)  # the commonest call
 @example("said", {"text": "hi"}, ("return", "\ud800"), meta(), {}, False)  # text JSON cannot carry
 @example("point", {"x": 1}, ("return", {"x": 2}), meta(), {}, False)  # structured output
@@ -93,6 +91,8 @@ def _answer(server: Server, message: dict[str, Any]) -> tuple[Any, int | None, s
 @example("said", {"text": "hi"}, ("raise", McpError(-32602, "refused")), meta(), {}, False)
 @example("said", {"text": "hi"}, ("raise", InputRequired(name=Elicit("Name?", {"type": "object"}))), meta(), {}, False)
 @example("said", {"text": "hi"}, ("return", InputRequired(state="s")), meta(), {}, False)
+@example("said_in_a_thread", {"text": "hi"}, ("return", "hi"), meta(), {}, False)
+@example("said_in_a_thread", {"text": "hi"}, ("raise", ValueError("bug")), meta(), {}, False)
 @example("said", {"text": "hi"}, ("return", "hi"), meta(**{"io.modelcontextprotocol/protocolVersion": "1"}), {}, False)
 def test_a_plain_call_answers_as_the_general_path_does(
     name: str, arguments: Any, outcome: Any, request_meta: Any, extra: dict[str, Any], mask_errors: bool
@@ -103,11 +103,14 @@ def test_a_plain_call_answers_as_the_general_path_does(
     if request_meta is not None:
         params["_meta"] = request_meta
     message = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}
-    server = _server(mask_errors)
-    _behaviour[0] = outcome
-    plain, plain_code, plain_way = _answer(server, message)
-    server.tools.get(name).plain = False
-    general, general_code, general_way = _answer(server, message)
+    tool = SERVER.tools.get(name)
+    SERVER.mask_errors, _behaviour[0] = mask_errors, outcome
+    plain, plain_code, plain_way = anyio.run(_answer, SERVER, message)
+    tool.plain = False
+    try:
+        general, general_code, general_way = anyio.run(_answer, SERVER, message)
+    finally:
+        tool.plain = True
     assert (plain_way, general_way) == ("_plain_call", "_handle")
     for answer in (plain, general):  # a masked error names a fresh reference each time
         content = answer.get("result", {}).get("content") or [{}]

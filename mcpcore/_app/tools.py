@@ -91,7 +91,10 @@ class Tool:
         # And how it is called: an async function that takes no Context and no dependencies is called
         # as it is, its coroutine awaited with no frame between (anything else through `FunctionInfo.start`).
         info = self.info
-        self.direct = info.fn if info.is_async and info.context_param is None and not info.dependencies else None
+        takes_arguments_only = info.context_param is None and not info.dependencies
+        self.direct = info.fn if info.is_async and takes_arguments_only else None
+        # A sync function that takes only its arguments: what a plain call runs on the worker threads.
+        self.threaded = info.fn if not info.is_async and not info.inline and takes_arguments_only else None
         self._start = info.start
         self.isolated: Target | None = None  # where a worker process finds the function (isolate=True)
         self.timeout, self.memory = timeout, memory
@@ -138,9 +141,10 @@ class Tool:
         keeps its plan's `call` (nothing paid per call); one with a budget is called through `_fitted_call`,
         around that plan (an idempotent tool's stored result is cut anew for each answer).
 
-        Then whether its calls are `plain`: its function is async and takes only the arguments, which
-        go to it as sent once `quick` accepts them, and nothing is measured, kept, required of the
-        caller or run as a task. The dispatcher may then run such a call itself (ADR 13 item 9)."""
+        Then whether its calls are `plain`: its function takes only the arguments (`direct` if async,
+        `threaded` if sync), which go to it as sent once `quick` accepts them, and nothing is measured,
+        kept, required of the caller or run as a task. The dispatcher may then run such a call itself
+        (ADR 13 item 9)."""
         own = self.own_budget
         self.result_budget = server_budget if own is None else (own or None)
         if self.result_budget is not None:
@@ -149,7 +153,7 @@ class Tool:
             self.call = self._once  # type: ignore[method-assign]
         else:
             self.__dict__.pop("call", None)
-        self.plain = (self.quick is not None and self.direct is not None and not self.requires
+        self.plain = (self.quick is not None and (self.direct or self.threaded) is not None and not self.requires
                       and self.task == "forbidden" and self._once is None and self.result_budget is None)
 
     async def _fitted_call(self, arguments: dict[str, Any], context: Context) -> dict[str, Any]:
@@ -238,7 +242,7 @@ class Tool:
         if self.memory is not None and (self.memory < MIB or resource_limits_missing()):
             raise ValueError(f"tool {key!r}: memory= is bytes, at least 1 MiB, on a platform with RLIMIT_AS")
         self.isolated = Target.of(info.fn, key)
-        self.direct = None
+        self.direct = self.threaded = None
         self._start = self._run_isolated  # type: ignore[assignment]
 
     async def _run_isolated(self, arguments: dict[str, Any], context: Context) -> Any:

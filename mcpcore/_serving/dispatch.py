@@ -320,7 +320,9 @@ class Dispatcher:
         try:
             meta = request_meta(params)
             try:
-                value = await tool.direct(**arguments)
+                direct = tool.direct
+                value = await (direct(**arguments) if direct is not None
+                               else self.server.threads.submit(tool.threaded, (), arguments))
             except McpError:
                 raise
             except InputRequired as ask:
