@@ -173,7 +173,7 @@ async def test_drain_ends_subscriptions_lets_calls_finish_then_cancels_the_rest(
 
 
 def test_read_message_classifies_requests_notifications_and_responses() -> None:
-    assert read_message(b'{"jsonrpc":"2.0","id":1,"method":"m"}') == Inbound("request", {"jsonrpc": "2.0", "id": 1, "method": "m"})
+    assert read_message(b'{"jsonrpc":"2.0","id":1,"method":"m"}') == Inbound(("request", {"jsonrpc": "2.0", "id": 1, "method": "m"}))
     assert read_message(b'{"jsonrpc":"2.0","method":"n"}').kind == "notification"  # type: ignore[union-attr]
     assert read_message(b'{"jsonrpc":"2.0","id":1,"result":{}}').kind == RESPONSE  # type: ignore[union-attr]
 

@@ -27,7 +27,8 @@ import collections
 import logging
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple
+from operator import itemgetter
+from typing import Any, Callable
 
 import anyio
 import orjson
@@ -53,13 +54,14 @@ Done = Callable[[Call], None]
 EAGER_TASKS = sys.version_info >= (3, 12)  # asyncio.Task(..., eager_start=True)
 
 
-class Inbound(NamedTuple):
-    """A parsed message: a request, a notification or a response (`classify`'s verdict).
-    A tuple, as one is made for every message (a frozen dataclass sets each field through
-    `object.__setattr__`)."""
+class Inbound(tuple):  # type: ignore[type-arg]
+    """A parsed message, `Inbound((kind, message))`: a request, a notification or a response
+    (`classify`'s verdict). A tuple made in C, as one is made for every message (a NamedTuple's
+    `__new__` is a Python function, a frozen dataclass sets each field through `object.__setattr__`)."""
 
-    kind: str
-    message: dict[str, Any]
+    __slots__ = ()
+    kind: str = property(itemgetter(0))  # type: ignore[assignment]
+    message: dict[str, Any] = property(itemgetter(1))  # type: ignore[assignment]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +90,7 @@ def read_message(data: bytes | bytearray) -> Inbound | Malformed:
     if len(data) > 2 * MAX_NESTING and data.count(b"{") + data.count(b"[") > MAX_NESTING and too_deep(message):
         why = f"The message nests arrays and objects deeper than {MAX_NESTING} levels"
         return Malformed(McpError(INVALID_REQUEST, why), readable_id(message), kind)
-    return Inbound(kind, message)
+    return Inbound((kind, message))
 
 
 def take_response(message: dict[str, Any], session: Session | None) -> McpError | None:

@@ -70,6 +70,9 @@ def _missing_meta(field: str) -> McpError:
 def request_meta(params: dict[str, Any]) -> dict[str, Any]:
     """The request's `_meta`, checked: required fields, supported version, log level."""
     meta = params.get("_meta")
+    if (meta.__class__ is dict and meta.get(META_VERSION) in MODERN_VERSIONS and meta.get(META_CAPABILITIES).__class__ is dict
+            and meta.get(META_LOG_LEVEL) is None):  # the commonest `_meta`, valid at one look (parsed: exact types)
+        return meta
     if not isinstance(meta, dict):
         raise _missing_meta("_meta")
     version = meta.get(META_VERSION)

@@ -151,6 +151,9 @@ def too_deep(value: Any, limit: int = MAX_NESTING) -> bool:
 
 def classify(message: Any) -> str:
     """Say what a parsed message is, or raise `McpError(INVALID_REQUEST)`."""
+    if (message.__class__ is dict and message.get("jsonrpc") == "2.0" and message.get("method").__class__ is str
+            and message.get("id").__class__ in _ID_TYPES):  # a request, the commonest message: one look (parsed: exact types)
+        return REQUEST
     if isinstance(message, list):
         raise McpError(INVALID_REQUEST, "Batch requests are not supported; send one message at a time")
     if not isinstance(message, dict):

@@ -197,7 +197,8 @@ def _fast_check(schema: Any) -> Any:
     extra = schema.get("additionalProperties", True)
     if extra not in (True, False):
         return None
-    checks = {name: _fast_check(sub) for name, sub in schema.get("properties", {}).items()}
+    # A leaf's exact types are checked in place (no call per argument), anything deeper by its own check.
+    checks = {name: _leaf_types(sub) or _fast_check(sub) for name, sub in schema.get("properties", {}).items()}
     if any(check is None for check in checks.values()):
         return None
     required = tuple(schema.get("required", ()))
@@ -212,6 +213,9 @@ def _fast_check(schema: Any) -> Any:
             item_check = checks.get(name)
             if item_check is None:
                 if extra is False:
+                    return False
+            elif item_check.__class__ is tuple:
+                if type(item) not in item_check:
                     return False
             elif not item_check(item):
                 return False
