@@ -112,17 +112,17 @@ def cancelled_request(message: dict[str, Any]) -> Any:
     return request_id if is_request_id(request_id) else None
 
 
-def step_now(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> None:
+def step_now(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> bool:
     """Before Python 3.12's `eager_start`, the same effect: take the step `create_task` just queued, now.
 
     On asyncio's own loop that step is the last handle of the ready queue; it runs here with
     the running task (if any) stepped aside, as 3.12 does for an eager task. On any other loop
-    (uvloop keeps its queue in C) the step stays queued: a lazy start, one pass later."""
+    (uvloop keeps its queue in C) the step stays queued: a lazy start, one pass later (False)."""
     ready = getattr(loop, "_ready", None)
     if not ready or getattr(ready[-1]._callback, "__self__", None) is not task:
-        return
+        return False
     handle = ready.pop()
-    running = asyncio.current_task(loop)
+    running = asyncio.tasks._current_tasks.get(loop)  # what `current_task` reads, without its frame
     if running is not None:
         asyncio.tasks._leave_task(loop, running)
     try:
@@ -130,6 +130,7 @@ def step_now(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> None:
     finally:
         if running is not None:
             asyncio.tasks._enter_task(loop, running)
+    return True
 
 
 class CallRunner:
@@ -165,18 +166,21 @@ class CallRunner:
         if counted:
             self._counted += 1
         coroutine = self._run(call, writer, done, counted)
+        loop = asyncio.get_running_loop()
         if self.eager and EAGER_TASKS:
-            asyncio.Task(coroutine, loop=asyncio.get_running_loop(), eager_start=True)  # type: ignore[call-arg]
+            asyncio.Task(coroutine, loop=loop, eager_start=True)  # type: ignore[call-arg]
         elif self.eager:
-            loop = asyncio.get_running_loop()
-            step_now(loop, asyncio.Task(coroutine, loop=loop))  # as 3.12's: no factory, no frame of the loop's
+            call.task = task = asyncio.Task(coroutine, loop=loop)  # as 3.12's: no factory, no frame of the loop's
+            if not step_now(loop, task):  # handed over as its first step runs, here...
+                call.task = None  # ... or, on a loop that runs the step itself, once it has started (`_run`)
         else:
-            asyncio.get_running_loop().create_task(coroutine)
+            loop.create_task(coroutine)
 
     async def _run(self, call: Call, writer: Writer, done: Done, counted: bool) -> None:
         # Only a running task is handed to the call: a task cancelled before its first step
         # would never run this body (nor its `finally`); until here `Call.cancel` just marks it.
-        call.task = asyncio.current_task()
+        if call.task is None:
+            call.task = asyncio.current_task()
         try:
             if not call.cancelled:
                 await self.server.handle(call, writer)
@@ -188,7 +192,8 @@ class CallRunner:
             if counted:
                 self._counted -= 1
             self._end(call, done)
-            self._start_held()
+            if self._held:
+                self._start_held()
 
     def _end(self, call: Call, done: Done) -> None:
         self.calls.discard(call)

@@ -383,13 +383,18 @@ class StdioSession:
         for that write anyway, and a sync tool's job handed to a worker per line fought the rest
         of the parsing for the GIL; 3.12's own eager start is cheap enough to keep.
         """
-        cork = self._corked is None and chunk.find(b"\n") < len(chunk) - 1  # more after the first line
-        if cork:
-            self._corked = []
-        self.runner.eager = EAGER_TASKS or not cork
-        self._lines(chunk)
-        if cork:
-            asyncio.get_running_loop().call_soon(self._uncork)  # queued behind the first steps of its calls
+        end = chunk.find(b"\n")
+        if end == len(chunk) - 1 and not self._parts and not self._discarding and end <= self.max_line_bytes:
+            self.runner.eager = True  # one whole line, a lockstep client's: its newline is whitespace to the parser
+            self._line(chunk)
+        else:
+            cork = self._corked is None and end < len(chunk) - 1  # more after the first line
+            if cork:
+                self._corked = []
+            self.runner.eager = EAGER_TASKS or not cork
+            self._lines(chunk)
+            if cork:
+                asyncio.get_running_loop().call_soon(self._uncork)  # queued behind the first steps of its calls
         if self._out._drained is not None and self._input is not None:
             self._input.pause_reading()
             self._watch_for_hangup()
@@ -489,7 +494,7 @@ class StdioSession:
             error = McpError(INVALID_REQUEST, f"Request id {request_id!r} is already in flight; ids must be unique")
             self._write_now(encode_error(request_id, error))
             return
-        refusal = self._era_refusal(message)
+        refusal = None if self.era == "modern" and message["method"] != "initialize" else self._era_refusal(message)
         if refusal is not None:
             self._write_now(encode_error(request_id, refusal))
             return
