@@ -44,8 +44,9 @@ call_facts: contextvars.ContextVar[tuple[Any, Any, str | None, str | None] | Non
 
 def facts_of(call: Call) -> tuple[Any, Any, str | None, str | None]:
     """A call's request id, method, tool and principal, as its log records carry them."""
-    message = call.message
-    return message.get("id"), message.get("method"), call.tool or None, call.principal
+    message, route = call.message, call.route
+    tool = route.target if route is not None else None  # `call.tool`, without its frame
+    return message.get("id"), message.get("method"), tool.key if tool is not None else None, call.principal
 
 
 class CallFilter(logging.Filter):

@@ -152,14 +152,15 @@ class CallRunner:
         """How many calls wait for a slot (a transport stops reading when too many do)."""
         return len(self._held)
 
-    def submit(self, call: Call, writer: Writer, done: Done) -> None:
-        """Run `call` now if the window has room (or it is long-lived), else hold it."""
+    def submit(self, call: Call, writer: Writer, done: Done) -> bool:
+        """Run `call` now if the window has room (or it is long-lived), else hold it (False)."""
         assert call.route is not None, "the transport routes a call before submitting it"
         self.calls.add(call)
         if not call.route.long_lived and (self._held or self._counted >= self.max_in_flight):
             self._held.append((call, writer, done))
-        else:
-            self._start(call, writer, done)
+            return False
+        self._start(call, writer, done)
+        return True
 
     def _start(self, call: Call, writer: Writer, done: Done) -> None:
         counted = not call.route.long_lived  # type: ignore[union-attr]

@@ -248,6 +248,7 @@ class StdioSession:
         self._size = 0
         self._discarding = False  # inside a line already rejected as oversized
         self._input: asyncio.ReadTransport | None = None
+        self._paused = False  # reading paused by a bound (`_pause`), not by the end of input
         self._output: asyncio.WriteTransport | None = None
         self._out = _Output(self._read_more, self._abandon)
         self._ended = anyio.Event()
@@ -396,7 +397,7 @@ class StdioSession:
             if cork:
                 asyncio.get_running_loop().call_soon(self._uncork)  # queued behind the first steps of its calls
         if self._out._drained is not None and self._input is not None:
-            self._input.pause_reading()
+            self._pause()
             self._watch_for_hangup()
 
     def _watch_for_hangup(self) -> None:
@@ -499,9 +500,9 @@ class StdioSession:
             self._write_now(encode_error(request_id, refusal))
             return
         call = self.calls[request_id] = Call(message, self.server.route(message), session=self.session)
-        self.runner.submit(call, _CallWriter(self, call), self._finished)
-        if self.runner.held >= self.max_held and self._input is not None:
-            self._input.pause_reading()  # enough read ahead: read again once the held calls start
+        held = not self.runner.submit(call, _CallWriter(self, call), self._finished)
+        if held and self.runner.held >= self.max_held and self._input is not None:
+            self._pause()  # enough read ahead: read again once the held calls start
 
     def _finished(self, call: Call) -> None:
         del self.calls[call.message["id"]]
@@ -509,10 +510,19 @@ class StdioSession:
             self._forwarder = asyncio.get_running_loop().create_task(self.session.forward(self.write))
         self._read_more()
 
+    def _pause(self) -> None:
+        """Read no more until `_read_more` finds the bound that paused reading lifted."""
+        self._paused = True
+        self._input.pause_reading()  # type: ignore[union-attr]
+
     def _read_more(self) -> None:
-        """Read input again, unless `max_held` calls wait for a slot or our output is not being read."""
+        """Read input again, unless `max_held` calls wait for a slot or our output is not being read
+        (after each call: at once when no bound paused reading, the usual case)."""
+        if not self._paused:
+            return
         blocked = self.runner.held >= self.max_held or self._out._drained is not None
         if not blocked and self._input is not None and not self._ended.is_set():
+            self._paused = False
             self._input.resume_reading()
 
 
