@@ -174,6 +174,8 @@ class CallRunner:
             call.task = task = asyncio.Task(coroutine, loop=loop)  # as 3.12's: no factory, no frame of the loop's
             if not step_now(loop, task):  # handed over as its first step runs, here...
                 call.task = None  # ... or, on a loop that runs the step itself, once it has started (`_run`)
+        elif loop.get_task_factory() is None:
+            asyncio.Task(coroutine, loop=loop)  # what `create_task` would make, without its frames
         else:
             loop.create_task(coroutine)
 

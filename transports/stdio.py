@@ -37,7 +37,7 @@ from mcpcore._serving.server import Server
 from mcpcore._wire.jsonrpc import INVALID_REQUEST, NOTIFICATION, REQUEST, RESPONSE, McpError, encode_error
 from mcpcore._wire.protocol import claims_modern
 
-from ._calls import EAGER_TASKS, CallRunner, Malformed, cancelled_request, read_message, take_response
+from ._calls import EAGER_TASKS, CallRunner, Inbound, Malformed, cancelled_request, read_message, take_response
 from ._flow import WriteFlow
 
 log = logging.getLogger(__name__)
@@ -428,8 +428,9 @@ class StdioSession:
                 self._reject_oversized()
             else:
                 self._line(b"".join(self._parts) + piece if self._parts else piece)
-            self._parts.clear()
-            self._size = 0
+            if self._parts:  # (`_size` counts what they hold)
+                self._parts.clear()
+                self._size = 0
         if start < len(chunk) and not self._discarding:
             self._parts.append(chunk[start:])
             self._size += len(chunk) - start
@@ -449,10 +450,12 @@ class StdioSession:
         self._write_now(encode_error(None, error))
 
     def _line(self, line: bytes) -> None:
-        if not line.strip():
+        if not line or line.isspace():  # a blank line (no copy made to find out)
             return
         inbound = read_message(line)
-        if isinstance(inbound, Malformed) and inbound.kind in (NOTIFICATION, RESPONSE):  # never answered (JSON-RPC 2.0)
+        if inbound.__class__ is Inbound and inbound.kind == REQUEST:  # the commonest, first
+            self._submit(inbound.message)
+        elif isinstance(inbound, Malformed) and inbound.kind in (NOTIFICATION, RESPONSE):  # never answered (JSON-RPC 2.0)
             log.warning("dropped a %s from the client: %s", inbound.kind, inbound.error.message)
         elif isinstance(inbound, Malformed):
             self._write_now(encode_error(inbound.request_id, inbound.error))
@@ -462,8 +465,6 @@ class StdioSession:
             problem = take_response(inbound.message, self.session)
             if problem is not None:  # a response cannot be answered: say so in the log
                 log.warning("dropped a response from the client (id %r): %s", inbound.message.get("id"), problem.message)
-        elif inbound.kind == REQUEST:
-            self._submit(inbound.message)
 
     def _notified(self, message: dict[str, Any]) -> None:
         if message["method"] == "notifications/cancelled":
