@@ -1,4 +1,4 @@
-"""A plain tool's call, run by the dispatcher itself (ADR 13 item 9), answers as the general path does."""
+"""A plain tool's call, run by the dispatcher itself (ADR 13 item 14), answers as the general path does."""
 
 from __future__ import annotations
 

@@ -144,7 +144,7 @@ class Tool:
         Then whether its calls are `plain`: its function takes only the arguments (`direct` if async,
         `threaded` if sync), which go to it as sent once `quick` accepts them, and nothing is measured,
         kept, required of the caller or run as a task. The dispatcher may then run such a call itself
-        (ADR 13 item 9)."""
+        (ADR 13 item 14)."""
         own = self.own_budget
         self.result_budget = server_budget if own is None else (own or None)
         if self.result_budget is not None:

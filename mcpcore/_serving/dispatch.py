@@ -306,7 +306,7 @@ class Dispatcher:
     async def _plain_call(self, call: Call, tool: Tool, writer: Writer) -> None:
         """A `tools/call` of a `plain` tool on a server with no middleware, metrics, MCP Apps or
         result fields of extensions: `_handle`, `_dispatch`, `_on_tools_call` and `Tool.call`
-        folded into one coroutine for that case (ADR 13 item 9), which makes no `Context` unless
+        folded into one coroutine for that case (ADR 13 item 14), which makes no `Context` unless
         the tool asks for input, and frames a text answer from prebuilt bytes. Arguments `quick`
         does not accept and a retry's `inputResponses` or `requestState` go the general way,
         before the function runs; the answers are those of the general way, byte for byte."""
