@@ -6,13 +6,15 @@ from typing import Any
 
 import anyio
 import orjson
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conftest import meta
 from mcpcore import Elicit, InputRequired, Server, ToolError, ToolResult
 from mcpcore._runtime.call import Call
-from mcpcore._wire.jsonrpc import McpError
+from mcpcore._runtime.session import Session
+from mcpcore._wire.jsonrpc import LEGACY_VERSIONS, McpError, ResourceNotFound
 
 _behaviour: list[Any] = [("return", "")]  # what the tools do on their next call
 
@@ -59,7 +61,21 @@ _METAS = st.one_of(st.just(meta()), st.sampled_from([{}, meta(**{"io.modelcontex
 _EXTRA = st.one_of(st.just({}), st.sampled_from([{"requestState": "not sealed"}, {"inputResponses": {}}]))
 
 
-async def _answer(server: Server, message: dict[str, Any]) -> tuple[Any, int | None, str]:
+async def _no_outbox(data: bytes) -> None: ...
+
+
+def _session(version: str) -> Session:
+    """A 2025-era session of `version`, initialized as a client does it."""
+    session = Session(outbox=_no_outbox)
+    hello = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+             "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+    anyio.run(_answer, SERVER, hello, session)
+    SERVER.dispatcher.legacy.notified(session, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert session.initialized and session.version == version
+    return session
+
+
+async def _answer(server: Server, message: dict[str, Any], session: Session | None = None) -> tuple[Any, int | None, str]:
     answers: list[tuple[bytes, int | None]] = []
 
     class Writer:
@@ -68,7 +84,7 @@ async def _answer(server: Server, message: dict[str, Any]) -> tuple[Any, int | N
         async def respond(self, data: bytes, error_code: int | None = None) -> None:
             answers.append((data, error_code))
 
-    coroutine = server.handle(Call(message, server.route(message)), Writer())
+    coroutine = server.handle(Call(message, server.route(message), session=session), Writer())
     name = coroutine.cr_code.co_name
     await coroutine
     (data, code), = answers
@@ -80,22 +96,24 @@ async def _answer(server: Server, message: dict[str, Any]) -> tuple[Any, int | N
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.sampled_from(["said", "point", "said_in_a_thread"]), _ARGUMENTS, _OUTCOMES, _METAS, _EXTRA, st.booleans())
-@example("said", {"text": "hi"}, ("return", "hi"), meta(), {}, False)  # the commonest call
-@example("said", {"text": "hi"}, ("return", "\ud800"), meta(), {}, False)  # text JSON cannot carry
-@example("point", {"x": 1}, ("return", {"x": 2}), meta(), {}, False)  # structured output
-@example("said", {"text": "hi"}, ("return", ToolResult(content=["a"], is_error=True)), meta(), {}, False)
-@example("said", {"text": "hi"}, ("raise", ToolError("told")), meta(), {}, False)
-@example("said", {"text": "hi"}, ("raise", ValueError("bug")), meta(), {}, False)
-@example("said", {"text": "hi"}, ("raise", ValueError("bug")), meta(), {}, True)  # masked
-@example("said", {"text": "hi"}, ("raise", McpError(-32602, "refused")), meta(), {}, False)
-@example("said", {"text": "hi"}, ("raise", InputRequired(name=Elicit("Name?", {"type": "object"}))), meta(), {}, False)
-@example("said", {"text": "hi"}, ("return", InputRequired(state="s")), meta(), {}, False)
-@example("said_in_a_thread", {"text": "hi"}, ("return", "hi"), meta(), {}, False)
-@example("said_in_a_thread", {"text": "hi"}, ("raise", ValueError("bug")), meta(), {}, False)
-@example("said", {"text": "hi"}, ("return", "hi"), meta(**{"io.modelcontextprotocol/protocolVersion": "1"}), {}, False)
+@given(st.sampled_from(["said", "point", "said_in_a_thread"]), _ARGUMENTS, _OUTCOMES, _METAS, _EXTRA, st.booleans(),
+       st.sampled_from([None, *LEGACY_VERSIONS]))
+@example("said", {"text": "hi"}, ("return", "hi"), meta(), {}, False, None)  # the commonest call
+@example("said", {"text": "hi"}, ("return", "\ud800"), meta(), {}, False, None)  # text JSON cannot carry
+@example("point", {"x": 1}, ("return", {"x": 2}), meta(), {}, False, None)  # structured output
+@example("said", {"text": "hi"}, ("return", ToolResult(content=["a"], is_error=True)), meta(), {}, False, None)
+@example("said", {"text": "hi"}, ("raise", ToolError("told")), meta(), {}, False, None)
+@example("said", {"text": "hi"}, ("raise", ValueError("bug")), meta(), {}, False, None)
+@example("said", {"text": "hi"}, ("raise", ValueError("bug")), meta(), {}, True, None)  # masked
+@example("said", {"text": "hi"}, ("raise", McpError(-32602, "refused")), meta(), {}, False, None)
+@example("said", {"text": "hi"}, ("raise", InputRequired(name=Elicit("Name?", {"type": "object"}))), meta(), {}, False, None)
+@example("said", {"text": "hi"}, ("return", InputRequired(state="s")), meta(), {}, False, None)
+@example("said_in_a_thread", {"text": "hi"}, ("return", "hi"), meta(), {}, False, None)
+@example("said_in_a_thread", {"text": "hi"}, ("raise", ValueError("bug")), meta(), {}, False, None)
+@example("said", {"text": "hi"}, ("return", "hi"), meta(**{"io.modelcontextprotocol/protocolVersion": "1"}), {}, False, None)
 def test_a_plain_call_answers_as_the_general_path_does(
-    name: str, arguments: Any, outcome: Any, request_meta: Any, extra: dict[str, Any], mask_errors: bool
+    name: str, arguments: Any, outcome: Any, request_meta: Any, extra: dict[str, Any], mask_errors: bool,
+    version: str | None,
 ) -> None:
     params: dict[str, Any] = {"name": name, **extra}
     if arguments is not None:
@@ -105,10 +123,11 @@ def test_a_plain_call_answers_as_the_general_path_does(
     message = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}
     tool = SERVER.tools.get(name)
     SERVER.mask_errors, _behaviour[0] = mask_errors, outcome
-    plain, plain_code, plain_way = anyio.run(_answer, SERVER, message)
+    session = None if version is None else _session(version)  # a 2025-era call, in a session of that version
+    plain, plain_code, plain_way = anyio.run(_answer, SERVER, message, session)
     tool.plain = False
     try:
-        general, general_code, general_way = anyio.run(_answer, SERVER, message)
+        general, general_code, general_way = anyio.run(_answer, SERVER, message, session)
     finally:
         tool.plain = True
     assert (plain_way, general_way) == ("_plain_call", "_handle")
@@ -117,3 +136,12 @@ def test_a_plain_call_answers_as_the_general_path_does(
         if "(reference " in content[0].get("text", ""):
             content[0]["text"] = content[0]["text"].rsplit("reference", 1)[0]
     assert (plain, plain_code) == (general, general_code)
+
+
+@pytest.mark.parametrize("version", LEGACY_VERSIONS)
+@pytest.mark.parametrize("outcome", [("return", "hi"), ("return", {"x": 2}), ("raise", ResourceNotFound("file:///gone")),
+                                     ("return", InputRequired(state="s")), ("raise", ValueError("bug"))])
+def test_a_plain_call_in_a_session_answers_as_the_general_path_does(version: str, outcome: Any) -> None:
+    for name, arguments in (("said", {"text": "hi"}), ("point", {"x": 1})):
+        test_a_plain_call_answers_as_the_general_path_does.hypothesis.inner_test(  # type: ignore[attr-defined]
+            name, arguments, outcome, meta(), {}, False, version)

@@ -48,7 +48,7 @@ from .._wire.jsonrpc import (
 from .._wire.protocol import INPUT_METHODS, NAME_FIELDS, REMOVED_METHODS, Route, method_route
 from .._wire.sealing import binding
 from ..logs import call_facts, facts_of
-from .legacy import LegacyDispatcher
+from .legacy import LEGACY_TEXT_TAIL, LegacyDispatcher, as_legacy, legacy_result
 from .shape import App, Handler
 
 if TYPE_CHECKING:
@@ -212,8 +212,8 @@ class Dispatcher:
         returns: a call of a plain tool on a server with nothing else in play is run by `_plain_call`)."""
         route, server = call.route, self.server
         tool = None if route is None else route.target
-        if (tool is not None and tool.plain and call.session is None and not server.middleware
-                and server.metrics is None and server.apps is None and "tools/call" not in self._result_fields):
+        if (tool is not None and tool.plain and not server.middleware and server.metrics is None
+                and server.apps is None and "tools/call" not in self._result_fields):
             return self._plain_call(call, tool, writer)
         return self._handle(call, writer)
 
@@ -305,46 +305,50 @@ class Dispatcher:
 
     async def _plain_call(self, call: Call, tool: Tool, writer: Writer) -> None:
         """A `tools/call` of a `plain` tool on a server with no middleware, metrics, MCP Apps or
-        result fields of extensions: `_handle`, `_dispatch`, `_on_tools_call` and `Tool.call`
-        folded into one coroutine for that case (ADR 13 item 14), which makes no `Context` unless
-        the tool asks for input, and frames a text answer from prebuilt bytes. Arguments `quick`
-        does not accept and a retry's `inputResponses` or `requestState` go the general way,
+        result fields of extensions, in either era: `_handle`, `_dispatch` (or the legacy
+        dispatcher's `_answer`), `_on_tools_call` and `Tool.call` folded into one coroutine for
+        that case (ADR 13 item 14), which makes no `Context` unless the tool asks for input, and
+        frames a text answer from prebuilt bytes. Arguments `quick` does not accept, a retry's
+        `inputResponses` or `requestState` and a session not yet initialized go the general way,
         before the function runs; the answers are those of the general way, byte for byte."""
         call_facts.set(facts_of(call))  # for the log records of this call (its task's own context)
-        message = call.message
+        message, session = call.message, call.session
         params = message["params"]  # an object: the route found its tool by name
         arguments = params.get("arguments")
         if arguments is None:
             arguments = {}
-        if not tool.quick(arguments) or "inputResponses" in params or "requestState" in params:
+        if (not tool.quick(arguments) or "inputResponses" in params or "requestState" in params
+                or (session is not None and not session.initialized)):  # type: ignore[attr-defined]
             return await self._handle(call, writer)
         request_id = message["id"]
         code: int | None = INTERNAL_ERROR
         try:
-            meta = request_meta(params)
+            meta = request_meta(params) if session is None else None  # a session's `_meta` is its own
             try:
                 direct = tool.direct
                 value = await (direct(**arguments) if direct is not None
                                else self.server.threads.submit(tool.threaded, (), arguments))
+                if value.__class__ is not str and isinstance(value, InputRequired):  # the same as raising it
+                    raise value
             except McpError:
                 raise
             except InputRequired as ask:
-                result = self._asked(ask, call.route, params, Context(call, writer, meta, self.server))
+                result = (self._asked(ask, call.route, params, Context(call, writer, meta, self.server))  # type: ignore[arg-type]
+                          if session is None else await self.legacy.asked(ask, call, writer))
             except Exception as error:
                 result = tool.failed(error, self.server.mask_errors)
-            else:
-                if value.__class__ is str and not tool.structured:  # the commonest answer, framed from bytes
-                    result = None
-                elif isinstance(value, InputRequired):  # returning it is the same as raising it
-                    result = self._asked(value, call.route, params, Context(call, writer, meta, self.server))
-                else:
-                    result = tool.shape(value)
-            if result is None:
+            else:  # the commonest answer, text, is framed from bytes
+                result = None if value.__class__ is str and not tool.structured else tool.shape(value)
+            if session is not None:
+                response = (encode_text_result(request_id, value, LEGACY_TEXT_TAIL) if result is None
+                            else encode_raw_result(request_id, orjson.dumps(legacy_result(result, session.version))))  # type: ignore[arg-type, attr-defined]
+            elif result is None:
                 response = encode_text_result(request_id, value, self._text_tail())
             else:
-                response = encode_raw_result(request_id, self._serialized(result))
+                response = encode_raw_result(request_id, self._serialized(result))  # type: ignore[arg-type]
             code = None
         except McpError as error:
+            error = error if session is None else as_legacy(error)
             code, response = error.code, encode_error(request_id, error)
         except Exception:  # a bug on our side
             log.exception("internal error answering tools/call request %r", request_id)

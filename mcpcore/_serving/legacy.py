@@ -87,6 +87,9 @@ def _drop_unknown_fields(result: dict[str, Any], field: str, version: str) -> No
         result[field] = [{k: v for k, v in item.items() if k not in dropped} for item in result[field]]
 
 
+LEGACY_TEXT_TAIL = b"}]}}"  # what follows a text answer's text: its result is that one block (`encode_text_result`)
+
+
 def legacy_result(result: dict[str, Any], version: str) -> dict[str, Any]:
     """A result as the negotiated version's schema has it."""
     dropped = _MODERN_ONLY if has_structured_output(version) else _WITHOUT_STRUCTURED
@@ -184,13 +187,24 @@ class LegacyDispatcher:
                     raise
                 result = await self._with_requests(ask, handler, route, params, context, session, writer)
         except ResourceNotFound as missing:
-            raise McpError(RESOURCE_NOT_FOUND, missing.message, missing.data) from None
+            raise as_legacy(missing) from None
         if isinstance(result, bytes):  # a cached modern page: read back for this wire
             result = orjson.loads(result)
         version: str = session.version  # type: ignore[assignment]
         if method in _LISTED:
             _drop_unknown_fields(result, _LISTED[method], version)
         return legacy_result(result, version)
+
+    def asked(self, ask: InputRequired, call: Call, writer: Writer) -> Awaitable[dict[str, Any] | bytes]:
+        """What a session's plain tool call that asks for input answers (`Dispatcher._plain_call`): the
+        questions go to the client over the session, and the call runs again, the general way, with the
+        answers."""
+        session, params = call.session, call.message["params"]
+        assert isinstance(session, Session) and call.route is not None
+        context = Context(call, writer, _session_meta(session, params), self.dispatcher.server)
+        handler = self.dispatcher.legacy_handler("tools/call")
+        assert handler is not None  # the call's tool is offered
+        return self._with_requests(ask, handler, call.route, params, context, session, writer)
 
     def _may_follow(self, session: Session, uri: str) -> None:
         """A session follows as many URIs as a subscription may (-32602 past `max_subscription_uris`), each
@@ -271,6 +285,11 @@ def _for_version(params: dict[str, Any] | None, version: str) -> dict[str, Any] 
     if params.get("mode") == "url":
         return {**params, "elicitationId": secrets.token_urlsafe(16)}
     return params
+
+
+def as_legacy(error: McpError) -> McpError:
+    """An error as the 2025-era wire answers it: an unknown resource is -32002 there."""
+    return McpError(RESOURCE_NOT_FOUND, error.message, error.data) if isinstance(error, ResourceNotFound) else error
 
 
 def _session_meta(session: Session, params: dict[str, Any]) -> dict[str, Any]:
