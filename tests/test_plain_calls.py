@@ -124,12 +124,16 @@ def test_a_plain_call_answers_as_the_general_path_does(
     tool = SERVER.tools.get(name)
     SERVER.mask_errors, _behaviour[0] = mask_errors, outcome
     session = None if version is None else _session(version)  # a 2025-era call, in a session of that version
-    plain, plain_code, plain_way = anyio.run(_answer, SERVER, message, session)
-    tool.plain = False
     try:
+        plain, plain_code, plain_way = anyio.run(_answer, SERVER, message, session)
+        tool.plain = False
         general, general_code, general_way = anyio.run(_answer, SERVER, message, session)
     finally:
         tool.plain = True
+        if isinstance(outcome[1], BaseException):  # shared by examples: its traceback would keep this one's frames
+            outcome[1].__traceback__ = outcome[1].__context__ = None
+        if session is not None:
+            session.close()  # off the server's bus
     assert (plain_way, general_way) == ("_plain_call", "_handle")
     for answer in (plain, general):  # a masked error names a fresh reference each time
         content = answer.get("result", {}).get("content") or [{}]
